@@ -1,0 +1,217 @@
+//! Collective algorithms, written once against [`Fabric`].
+//!
+//! Every entry point takes one buffer per rank (index = rank) and is called by a single
+//! controller; [`crate::Communicator`] builds the one-call-per-rank API on top.
+
+mod one_shot;
+mod ring;
+
+use crate::{config::Algorithm, fabric::Fabric, CollectiveConfig, ReduceOp, Result};
+use std::ops::Range;
+
+/// Ring chunk boundaries are multiples of this many elements, so kernels can vectorize.
+pub(crate) const CHUNK_ALIGN: usize = 64;
+
+/// Reduce every rank's buffer in place; all ranks end with the same values.
+pub(crate) fn all_reduce<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    op: ReduceOp,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let len = f.len(&bufs[0]);
+    if len == 0 {
+        return Ok(());
+    }
+    if bufs.len() == 1 {
+        return Ok(()); // sum, mean and max over one rank are the identity
+    }
+    match cfg.resolve(len * f.elem_size()) {
+        Algorithm::OneShot => one_shot::all_reduce(f, bufs, op, cfg),
+        _ => ring::all_reduce(f, bufs, op, cfg),
+    }
+}
+
+/// Reduce, leaving rank r with the r-th part of [`shard_ranges`]`(len, N)`.
+/// The input buffers are used as scratch space.
+pub(crate) fn reduce_scatter<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    op: ReduceOp,
+    cfg: &CollectiveConfig,
+) -> Result<Vec<F::Buf>> {
+    let n = bufs.len();
+    let parts = shard_ranges(f.len(&bufs[0]), n);
+    if n > 1 {
+        match cfg.resolve(f.len(&bufs[0]) * f.elem_size()) {
+            Algorithm::OneShot => one_shot::reduce_scatter(f, bufs, &parts, op.pairwise(), cfg)?,
+            _ => ring::reduce_scatter(f, bufs, &parts, op.pairwise(), cfg)?,
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for (r, part) in parts.iter().enumerate() {
+        if op == ReduceOp::Mean && n > 1 {
+            f.divide(r, &mut bufs[r], part.clone(), n)?;
+        }
+        out.push(f.into_buf(f.send(r, &bufs[r], part.clone(), r)?));
+    }
+    Ok(out)
+}
+
+/// Concatenate every rank's shard (shards may differ in length) on every rank.
+pub(crate) fn all_gather<F: Fabric>(
+    f: &F,
+    shards: Vec<F::Buf>,
+    cfg: &CollectiveConfig,
+) -> Result<Vec<F::Buf>> {
+    let lens: Vec<usize> = shards.iter().map(|s| f.len(s)).collect();
+    let parts = ranges_from_lens(&lens);
+    let total = parts.last().map_or(0, |p| p.end);
+    let mut outs = Vec::with_capacity(shards.len());
+    for (r, shard) in shards.into_iter().enumerate() {
+        let mut out = f.alloc(r, total)?;
+        if lens[r] > 0 {
+            f.write(r, &mut out, parts[r].start, f.into_staged(shard))?;
+        }
+        outs.push(out);
+    }
+    if outs.len() > 1 && total > 0 {
+        match cfg.resolve(total * f.elem_size()) {
+            Algorithm::OneShot => one_shot::all_gather(f, &mut outs, &parts, cfg)?,
+            _ => ring::all_gather(f, &mut outs, &parts, cfg)?,
+        }
+    }
+    Ok(outs)
+}
+
+/// Copy rank `root`'s buffer into every other rank's buffer, in place.
+pub(crate) fn broadcast<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    root: usize,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let len = f.len(&bufs[root]);
+    if len == 0 || bufs.len() == 1 {
+        return Ok(());
+    }
+    match cfg.resolve(len * f.elem_size()) {
+        Algorithm::OneShot => one_shot::broadcast(f, bufs, root, cfg),
+        _ => ring::broadcast(f, bufs, root, cfg),
+    }
+}
+
+/// Split `len` elements into `n` contiguous parts whose sizes differ by at most one
+/// (the first `len % n` parts are one longer). This is how reduce-scatter assigns parts.
+pub fn shard_ranges(len: usize, n: usize) -> Vec<Range<usize>> {
+    let (base, extra) = (len / n, len % n);
+    let lens: Vec<usize> = (0..n).map(|r| base + usize::from(r < extra)).collect();
+    ranges_from_lens(&lens)
+}
+
+/// Contiguous ranges with the given lengths, back to back from 0.
+pub(crate) fn ranges_from_lens(lens: &[usize]) -> Vec<Range<usize>> {
+    let mut start = 0;
+    lens.iter()
+        .map(|&l| {
+            let r = start..start + l;
+            start += l;
+            r
+        })
+        .collect()
+}
+
+/// Split `range` into at most `pieces` parts whose boundaries (but the last) are multiples
+/// of `align` elements past `range.start`.
+pub(crate) fn split_aligned(range: Range<usize>, pieces: usize, align: usize) -> Vec<Range<usize>> {
+    let len = range.len();
+    let units = len.div_ceil(align).max(1);
+    let pieces = pieces.clamp(1, units);
+    let per = units.div_ceil(pieces) * align;
+    (0..pieces)
+        .map(|k| {
+            let s = (range.start + k * per).min(range.end);
+            let e = (range.start + (k + 1) * per).min(range.end);
+            s..e
+        })
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// One transfer of a step: `range` of `src` on rank `from`, to rank `to`.
+pub(crate) struct Transfer<'a, B> {
+    pub from: usize,
+    pub src: &'a B,
+    pub range: Range<usize>,
+    pub to: usize,
+}
+
+/// Run the transfers of one step, concurrently (a host thread each) when they are big enough
+/// to be worth a thread; results come back in input order.
+pub(crate) fn send_all<F: Fabric>(
+    f: &F,
+    transfers: Vec<Transfer<'_, F::Buf>>,
+    cfg: &CollectiveConfig,
+) -> Result<Vec<F::Staged>> {
+    let biggest = transfers.iter().map(|t| t.range.len()).max().unwrap_or(0) * f.elem_size();
+    if transfers.len() < 2 || biggest < cfg.parallel_transfer_bytes {
+        return transfers
+            .into_iter()
+            .map(|t| f.send(t.from, t.src, t.range, t.to))
+            .collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = transfers
+            .into_iter()
+            .map(|t| scope.spawn(move || f.send(t.from, t.src, t.range, t.to)))
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                h.join().unwrap_or_else(|p| {
+                    Err(crate::CollectiveError::Runtime {
+                        rank: i,
+                        reason: crate::error::panic_message(p.as_ref()),
+                    })
+                })
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_ranges_cover_and_balance() {
+        for len in [0, 1, 5, 7, 64, 1001] {
+            for n in 1..=8 {
+                let parts = shard_ranges(len, n);
+                assert_eq!(parts.len(), n);
+                assert_eq!(parts[0].start, 0);
+                assert_eq!(parts[n - 1].end, len);
+                for w in parts.windows(2) {
+                    assert_eq!(w[0].end, w[1].start);
+                }
+                let sizes: Vec<_> = parts.iter().map(|p| p.len()).collect();
+                assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+            }
+        }
+    }
+
+    #[test]
+    fn split_aligned_covers_with_aligned_cuts() {
+        for (start, len, pieces) in [(0, 1000, 4), (128, 64, 8), (64, 1, 3), (0, 4096, 1), (7, 700, 5)] {
+            let parts = split_aligned(start..start + len, pieces, 64);
+            assert!(parts.len() <= pieces);
+            assert_eq!(parts.first().unwrap().start, start);
+            assert_eq!(parts.last().unwrap().end, start + len);
+            for w in parts.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+                assert_eq!((w[0].end - start) % 64, 0);
+            }
+        }
+    }
+}

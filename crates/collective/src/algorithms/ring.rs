@@ -1,0 +1,143 @@
+//! Ring algorithms: N-1 steps in which every rank passes one chunk to its right neighbour.
+//! Each chunk is cut into sub-chunks so that a transfer overlaps the reduction before it.
+
+use super::{send_all, split_aligned, Transfer, CHUNK_ALIGN};
+use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
+use std::ops::Range;
+
+/// What a receiving rank does with a chunk.
+#[derive(Clone, Copy)]
+enum Apply {
+    Combine(Combine),
+    Write,
+}
+
+/// Reduce-scatter then all-gather: 2(N-1) steps, each moving 1/N of the buffer per rank.
+pub(super) fn all_reduce<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    op: ReduceOp,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let n = bufs.len();
+    let chunks = aligned_chunks(f.len(&bufs[0]), n, CHUNK_ALIGN);
+    reduce_scatter(f, bufs, &chunks, op.pairwise(), cfg)?;
+    if op == ReduceOp::Mean {
+        for (r, chunk) in chunks.iter().enumerate() {
+            if !chunk.is_empty() {
+                f.divide(r, &mut bufs[r], chunk.clone(), n)?;
+            }
+        }
+    }
+    pass(f, bufs, &chunks, cfg, Apply::Write, |r, s| (r + n - s) % n)
+}
+
+/// After this, rank r holds the sum (or max) over ranks of `chunks[r]`.
+pub(super) fn reduce_scatter<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    chunks: &[Range<usize>],
+    combine: Combine,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let n = bufs.len();
+    pass(f, bufs, chunks, cfg, Apply::Combine(combine), |r, s| (r + 2 * n - s - 1) % n)
+}
+
+/// Rank r holds `chunks[r]` in place; afterwards every rank holds every chunk.
+pub(super) fn all_gather<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    chunks: &[Range<usize>],
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let n = bufs.len();
+    pass(f, bufs, chunks, cfg, Apply::Write, |r, s| (r + n - s) % n)
+}
+
+/// A pipelined chain root → root+1 → … : sub-chunk j crosses link k at tick j + k.
+pub(super) fn broadcast<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    root: usize,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let n = bufs.len();
+    let len = f.len(&bufs[root]);
+    let depth = pieces_for(len * f.elem_size(), cfg.pipeline_depth * n, cfg);
+    let subs = split_aligned(0..len, depth, CHUNK_ALIGN);
+    let order: Vec<usize> = (0..n).map(|k| (root + k) % n).collect();
+    for tick in 0..subs.len() + n - 2 {
+        let links: Vec<(usize, usize, Range<usize>)> = (0..n - 1)
+            .filter(|&k| tick >= k && tick - k < subs.len())
+            .map(|k| (order[k], order[k + 1], subs[tick - k].clone()))
+            .collect();
+        let transfers = links
+            .iter()
+            .map(|(from, to, range)| Transfer { from: *from, src: &bufs[*from], range: range.clone(), to: *to })
+            .collect();
+        let staged = send_all(f, transfers, cfg)?;
+        for ((_, to, range), st) in links.into_iter().zip(staged) {
+            f.write(to, &mut bufs[to], range.start, st)?;
+        }
+    }
+    Ok(())
+}
+
+/// N-1 steps; at step s rank r sends `chunks[chunk_of(r, s)]` to rank r+1.
+fn pass<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    chunks: &[Range<usize>],
+    cfg: &CollectiveConfig,
+    apply: Apply,
+    chunk_of: impl Fn(usize, usize) -> usize,
+) -> Result<()> {
+    let n = bufs.len();
+    for step in 0..n - 1 {
+        let pieces: Vec<Vec<Range<usize>>> = (0..n)
+            .map(|r| {
+                let chunk = chunks[chunk_of(r, step)].clone();
+                let depth = pieces_for(chunk.len() * f.elem_size(), cfg.pipeline_depth, cfg);
+                if chunk.is_empty() { Vec::new() } else { split_aligned(chunk, depth, CHUNK_ALIGN) }
+            })
+            .collect();
+        let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
+        for k in 0..rounds {
+            let links: Vec<(usize, usize, Range<usize>)> = (0..n)
+                .filter_map(|r| pieces[r].get(k).map(|range| (r, (r + 1) % n, range.clone())))
+                .collect();
+            let transfers = links
+                .iter()
+                .map(|(from, to, range)| Transfer { from: *from, src: &bufs[*from], range: range.clone(), to: *to })
+                .collect();
+            let staged = send_all(f, transfers, cfg)?;
+            for ((_, to, range), st) in links.into_iter().zip(staged) {
+                match apply {
+                    Apply::Combine(c) => f.combine(to, &mut bufs[to], range.start, st, c)?,
+                    Apply::Write => f.write(to, &mut bufs[to], range.start, st)?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How many sub-chunks a transfer of `bytes` is cut into.
+fn pieces_for(bytes: usize, max: usize, cfg: &CollectiveConfig) -> usize {
+    (bytes / cfg.min_subchunk_bytes.max(1)).clamp(1, max.max(1))
+}
+
+/// `n` ring chunks of `len` elements, each a multiple of `align` long (but the last non-empty).
+pub(crate) fn aligned_chunks(len: usize, n: usize, align: usize) -> Vec<Range<usize>> {
+    let units = len.div_ceil(align);
+    let lens: Vec<usize> = (0..n).map(|r| (units / n + usize::from(r < units % n)) * align).collect();
+    let mut start = 0;
+    lens.iter()
+        .map(|&l| {
+            let r = start.min(len)..(start + l).min(len);
+            start += l;
+            r
+        })
+        .collect()
+}

@@ -1,0 +1,151 @@
+//! The fabric of CubeCL devices: buffers are device allocations, moves go through a
+//! [`Transport`], reductions are the kernels of [`crate::kernels`].
+
+use super::Fabric;
+use crate::transport::{Rank, Transport};
+use crate::{error::catch_runtime, kernels, op::Combine, DType, Result};
+use cubecl::{server::Handle, stream_id::StreamId, Runtime};
+use std::ops::Range;
+
+/// A flat buffer of `len` elements of `dtype` in the memory of one rank's device.
+pub struct DeviceBuffer<R: Runtime> {
+    pub(crate) handle: Handle,
+    pub(crate) len: usize,
+    pub(crate) dtype: DType,
+    pub(crate) device: R::Device,
+}
+
+impl<R: Runtime> Clone for DeviceBuffer<R> {
+    fn clone(&self) -> Self {
+        Self { handle: self.handle.clone(), len: self.len, dtype: self.dtype, device: self.device.clone() }
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for DeviceBuffer<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({} x {:?} on {:?})", self.len, self.dtype, self.device)
+    }
+}
+
+impl<R: Runtime> DeviceBuffer<R> {
+    /// Wrap a device allocation holding `len` elements of `dtype`.
+    pub fn from_handle(handle: Handle, len: usize, dtype: DType, device: R::Device) -> Self {
+        Self { handle, len, dtype, device }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn device(&self) -> &R::Device {
+        &self.device
+    }
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+/// Allocation sizes are rounded up to whole 4-byte words (the copy granularity of wgpu).
+pub(crate) fn padded_bytes(len: usize, dtype: DType) -> usize {
+    (len * dtype.size()).div_ceil(4).max(1) * 4
+}
+
+/// The ranks of a group, seen as a [`Fabric`] for one collective of one dtype.
+pub(crate) struct DeviceFabric<'a, R: Runtime> {
+    pub ranks: &'a [Rank<R>],
+    pub transport: &'a dyn Transport<R>,
+    pub dtype: DType,
+    /// The controlling thread's CubeCL stream. Transfers run on worker threads; they must use
+    /// this stream too, or they would not be ordered after the kernels queued on it.
+    pub stream: StreamId,
+}
+
+impl<R: Runtime> DeviceFabric<'_, R> {
+    fn rank(&self, r: usize) -> &Rank<R> {
+        &self.ranks[r]
+    }
+
+    /// A copy of `src[range]` in a new buffer on the same rank.
+    fn local_copy(&self, r: usize, src: &DeviceBuffer<R>, range: Range<usize>) -> Result<DeviceBuffer<R>> {
+        let out = self.alloc(r, range.len())?;
+        let client = &self.rank(r).client;
+        catch_runtime(r, || {
+            kernels::copy(client, self.dtype, &out.handle, out.len, 0, &src.handle, src.len, range.start, range.len())
+        })?;
+        Ok(out)
+    }
+
+    fn send_on_stream(&self, from: usize, src: &DeviceBuffer<R>, range: Range<usize>, to: usize) -> Result<DeviceBuffer<R>> {
+        if from == to || range.is_empty() {
+            return self.local_copy(to, src, range);
+        }
+        let size = self.dtype.size();
+        let (start, bytes) = (range.start * size, range.len() * size);
+        // Runtimes copy whole 4-byte words from 4-byte offsets: realign odd half-precision
+        // ranges into a padded temporary first.
+        let (handle, start) = if start % 4 != 0 || bytes % 4 != 0 {
+            (self.local_copy(from, src, range.clone())?.handle, 0)
+        } else {
+            (src.handle.clone(), start)
+        };
+        let used = handle.size_in_used() as usize;
+        let moved = padded_bytes(range.len(), self.dtype);
+        let slice = handle.offset_start(start as u64).offset_end((used - start - moved) as u64);
+        let dst = self.transport.copy(self.rank(from), slice, self.rank(to), self.dtype)?;
+        Ok(DeviceBuffer { handle: dst, len: range.len(), dtype: self.dtype, device: self.rank(to).device.clone() })
+    }
+}
+
+impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
+    type Buf = DeviceBuffer<R>;
+    type Staged = DeviceBuffer<R>;
+
+    fn len(&self, buf: &Self::Buf) -> usize {
+        buf.len
+    }
+
+    fn elem_size(&self) -> usize {
+        self.dtype.size()
+    }
+
+    fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged> {
+        self.stream.executes(|| self.send_on_stream(from, src, range, to))
+    }
+
+    fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()> {
+        let client = &self.rank(rank).client;
+        catch_runtime(rank, || {
+            kernels::combine(client, self.dtype, &dst.handle, dst.len, at, &staged.handle, staged.len, op)
+        })
+    }
+
+    fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()> {
+        let client = &self.rank(rank).client;
+        catch_runtime(rank, || {
+            kernels::copy(client, self.dtype, &dst.handle, dst.len, at, &staged.handle, staged.len, 0, staged.len)
+        })
+    }
+
+    fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()> {
+        let client = &self.rank(rank).client;
+        catch_runtime(rank, || kernels::divide(client, self.dtype, &dst.handle, dst.len, range.start, range.len(), divisor))
+    }
+
+    fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf> {
+        let client = &self.rank(rank).client;
+        let handle = catch_runtime(rank, || client.empty(padded_bytes(len, self.dtype)))?;
+        Ok(DeviceBuffer { handle, len, dtype: self.dtype, device: self.rank(rank).device.clone() })
+    }
+
+    fn into_staged(&self, buf: Self::Buf) -> Self::Staged {
+        buf
+    }
+
+    fn into_buf(&self, staged: Self::Staged) -> Self::Buf {
+        staged
+    }
+}

@@ -1,0 +1,39 @@
+//! What an algorithm needs from the memory of the ranks, whatever holds it.
+//!
+//! An algorithm (ring, one-shot) is written once against [`Fabric`]; a fabric combines a
+//! transport (how bytes move between ranks) with kernels (how a chunk is reduced in place).
+//! [`device::DeviceFabric`] does it with CubeCL kernels, [`portable::PortableFabric`] with
+//! plain Burn tensor ops.
+
+pub mod device;
+pub mod portable;
+
+use crate::{op::Combine, Result};
+use std::ops::Range;
+
+/// Memory of N ranks and the primitive moves between them.
+pub trait Fabric: Sync {
+    /// One rank's whole buffer.
+    type Buf: Send + Sync;
+    /// A temporary resident on one rank: data received from a peer.
+    type Staged: Send;
+
+    /// Elements in a buffer.
+    fn len(&self, buf: &Self::Buf) -> usize;
+    /// Bytes per element.
+    fn elem_size(&self) -> usize;
+    /// Copy elements `range` of `src` (on rank `from`) into a new temporary on rank `to`.
+    fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged>;
+    /// `dst[range] = combine(dst[range], staged)` on rank `rank`.
+    fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()>;
+    /// `dst[at..at + len(staged)] = staged` on rank `rank`.
+    fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()>;
+    /// `dst[range] /= divisor` on rank `rank`.
+    fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()>;
+    /// A new buffer of `len` elements on rank `rank` (contents unspecified).
+    fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf>;
+    /// View a whole buffer as a temporary, without copying.
+    fn into_staged(&self, buf: Self::Buf) -> Self::Staged;
+    /// A temporary as a whole buffer, without copying.
+    fn into_buf(&self, staged: Self::Staged) -> Self::Buf;
+}

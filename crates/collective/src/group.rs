@@ -1,0 +1,198 @@
+//! A group of ranks on CubeCL devices and the collectives it runs.
+
+use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
+use crate::transport::{CollectiveRuntime, Rank, Transport};
+use crate::{algorithms, error::catch_runtime, CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result};
+use cubecl::stream_id::StreamId;
+use std::sync::{Arc, Mutex};
+
+/// N ranks, each a device of the CubeCL runtime `R`, with the transport between them.
+pub struct Group<R: CollectiveRuntime> {
+    ranks: Vec<Rank<R>>,
+    transport: Arc<dyn Transport<R>>,
+    config: CollectiveConfig,
+    /// (rank, dtype) pairs already checked against the device's capabilities.
+    supported: Mutex<Vec<(usize, DType, bool)>>,
+}
+
+impl<R: CollectiveRuntime> Group<R> {
+    /// A group with one rank per device; a device may appear only once.
+    pub fn new(devices: Vec<R::Device>) -> Result<Self> {
+        for (i, a) in devices.iter().enumerate() {
+            if let Some(j) = devices[..i].iter().position(|b| b == a) {
+                return Err(CollectiveError::DuplicateRank { first: j, second: i, device: format!("{a:?}") });
+            }
+        }
+        Self::new_shared(devices)
+    }
+
+    /// A group in which several ranks may share one device (N logical ranks on one GPU).
+    pub fn new_shared(devices: Vec<R::Device>) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        let ranks = devices
+            .into_iter()
+            .enumerate()
+            .map(|(index, device)| {
+                R::check_device(&device).map_err(|reason| CollectiveError::DeviceUnavailable {
+                    rank: index,
+                    device: format!("{device:?}"),
+                    reason,
+                })?;
+                let client = catch_runtime(index, || R::client(&device)).map_err(|e| {
+                    CollectiveError::DeviceUnavailable { rank: index, device: format!("{device:?}"), reason: e.to_string() }
+                })?;
+                Ok(Rank { index, device, client })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { ranks, transport: R::default_transport(), config: CollectiveConfig::default(), supported: Mutex::new(Vec::new()) })
+    }
+
+    /// Replace the transport (e.g. to compare transports in a benchmark).
+    pub fn with_transport(mut self, transport: Arc<dyn Transport<R>>) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    pub fn with_config(mut self, config: CollectiveConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn config(&self) -> &CollectiveConfig {
+        &self.config
+    }
+
+    pub fn transport_name(&self) -> &'static str {
+        self.transport.name()
+    }
+
+    pub fn ranks(&self) -> &[Rank<R>] {
+        &self.ranks
+    }
+
+    /// Whether rank `rank`'s device can hold and reduce `dtype`.
+    pub fn supports(&self, rank: usize, dtype: DType) -> bool {
+        let mut seen = self.supported.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(_, _, ok)) = seen.iter().find(|(r, d, _)| *r == rank && *d == dtype) {
+            return ok;
+        }
+        let ok = self.ranks[rank].client.properties().supports_type(dtype.storage_type());
+        seen.push((rank, dtype, ok));
+        ok
+    }
+
+    /// Copy host values (rounded to `dtype`) into a new buffer on rank `rank`.
+    pub fn upload(&self, rank: usize, dtype: DType, values: &[f64]) -> Result<DeviceBuffer<R>> {
+        self.check_rank(rank)?;
+        self.check_dtype(rank, dtype)?;
+        let mut bytes = dtype.encode(values);
+        bytes.resize(padded_bytes(values.len(), dtype), 0);
+        let r = &self.ranks[rank];
+        let handle = catch_runtime(rank, || r.client.create_from_slice(&bytes))?;
+        Ok(DeviceBuffer::from_handle(handle, values.len(), dtype, r.device.clone()))
+    }
+
+    /// Read a buffer back to the host as f64 values.
+    pub fn download(&self, buf: &DeviceBuffer<R>) -> Result<Vec<f64>> {
+        let rank = self.rank_of(buf)?;
+        let client = &self.ranks[rank].client;
+        let bytes = catch_runtime(rank, || client.read_one(buf.handle.clone()))?
+            .map_err(|e| CollectiveError::Runtime { rank, reason: format!("{e:?}") })?;
+        Ok(buf.dtype.decode(&bytes[..buf.len * buf.dtype.size()]))
+    }
+
+    /// Wait until every rank's device has finished the work queued so far.
+    pub fn sync(&self) -> Result<()> {
+        for r in &self.ranks {
+            catch_runtime(r.index, || cubecl::future::block_on(r.client.sync()))?
+                .map_err(|e| CollectiveError::Runtime { rank: r.index, reason: format!("{e:?}") })?;
+        }
+        Ok(())
+    }
+
+    fn rank_of(&self, buf: &DeviceBuffer<R>) -> Result<usize> {
+        self.ranks.iter().position(|r| &r.device == buf.device()).ok_or_else(|| CollectiveError::DeviceUnavailable {
+            rank: usize::MAX,
+            device: format!("{:?}", buf.device()),
+            reason: "no rank of this group holds that device".into(),
+        })
+    }
+
+    fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank < self.ranks.len() {
+            Ok(())
+        } else {
+            Err(CollectiveError::BadRank { rank, ranks: self.ranks.len() })
+        }
+    }
+
+    fn check_dtype(&self, rank: usize, dtype: DType) -> Result<()> {
+        if self.supports(rank, dtype) {
+            Ok(())
+        } else {
+            Err(CollectiveError::UnsupportedDType { rank, dtype })
+        }
+    }
+
+    /// Check one buffer per rank, each on its rank's device, one dtype; returns the dtype.
+    fn check_buffers(&self, bufs: &[DeviceBuffer<R>], same_len: bool) -> Result<DType> {
+        if bufs.len() != self.ranks.len() {
+            return Err(CollectiveError::WrongRankCount { expected: self.ranks.len(), got: bufs.len() });
+        }
+        let (dtype, len) = (bufs[0].dtype, bufs[0].len);
+        for (r, buf) in bufs.iter().enumerate() {
+            if buf.device() != &self.ranks[r].device {
+                return Err(CollectiveError::DeviceUnavailable {
+                    rank: r,
+                    device: format!("{:?}", buf.device()),
+                    reason: format!("rank {r}'s buffer must live on {:?}", self.ranks[r].device),
+                });
+            }
+            if buf.dtype != dtype {
+                return Err(CollectiveError::DTypeMismatch { rank: r, expected: dtype, got: buf.dtype });
+            }
+            if same_len && buf.len != len {
+                return Err(CollectiveError::LengthMismatch { rank: r, expected: len, got: buf.len });
+            }
+            self.check_dtype(r, dtype)?;
+        }
+        Ok(dtype)
+    }
+
+    fn fabric(&self, dtype: DType) -> DeviceFabric<'_, R> {
+        DeviceFabric { ranks: &self.ranks, transport: self.transport.as_ref(), dtype, stream: StreamId::current() }
+    }
+}
+
+impl<R: CollectiveRuntime> Collectives for Group<R> {
+    type Buf = DeviceBuffer<R>;
+
+    fn size(&self) -> usize {
+        self.ranks.len()
+    }
+
+    fn all_reduce(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<()> {
+        let dtype = self.check_buffers(bufs, true)?;
+        algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config)
+    }
+
+    fn reduce_scatter(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<Vec<DeviceBuffer<R>>> {
+        let dtype = self.check_buffers(bufs, true)?;
+        algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, &self.config)
+    }
+
+    fn all_gather(&self, shards: &[DeviceBuffer<R>]) -> Result<Vec<DeviceBuffer<R>>> {
+        let dtype = self.check_buffers(shards, false)?;
+        algorithms::all_gather(&self.fabric(dtype), shards.to_vec(), &self.config)
+    }
+
+    fn broadcast(&self, bufs: &mut [DeviceBuffer<R>], root: usize) -> Result<()> {
+        if root >= self.ranks.len() {
+            return Err(CollectiveError::BadRoot { root, ranks: self.ranks.len() });
+        }
+        let dtype = self.check_buffers(bufs, true)?;
+        algorithms::broadcast(&self.fabric(dtype), bufs, root, &self.config)
+    }
+}

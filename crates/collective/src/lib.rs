@@ -1,0 +1,56 @@
+//! firemesh-collective: collectives over the N ranks of one machine — all-reduce (sum, mean,
+//! max), reduce-scatter, all-gather, broadcast — with the reduction kernels in CubeCL.
+//!
+//! Layers, each replaceable on its own:
+//! - [`algorithms`](crate::algorithms): ring (bandwidth-optimal, pipelined) and one-shot
+//!   (latency-optimal), written once against a [`fabric::Fabric`];
+//! - [`transport`]: how bytes move between ranks (the runtime's client copy; CUDA peer copies);
+//! - [`kernels`](crate::kernels): the vectorized `#[cube]` reduction kernels.
+//!
+//! [`Group`] runs collectives on CubeCL devices (CUDA, wgpu); [`PortableGroup`] runs the same
+//! algorithms with plain Burn tensor ops on any backend. Both take one buffer per rank from a
+//! single caller; [`Communicator`] gives each rank its own handle for one-thread-per-rank use.
+
+pub(crate) mod algorithms;
+mod communicator;
+mod config;
+mod dtype;
+mod error;
+pub mod fabric;
+mod group;
+mod kernels;
+mod op;
+mod portable;
+pub mod probe;
+pub mod transport;
+pub mod wgpu_devices;
+
+pub use algorithms::shard_ranges;
+pub use communicator::Communicator;
+pub use config::{Algorithm, CollectiveConfig};
+pub use dtype::DType;
+pub use error::{CollectiveError, Result};
+pub use fabric::device::DeviceBuffer;
+pub use group::Group;
+pub use op::{Combine, ReduceOp};
+pub use portable::PortableGroup;
+pub use transport::{CollectiveRuntime, Rank, Transport};
+
+/// The collectives a group of N ranks runs. Every method takes one buffer per rank, in rank
+/// order, from a single caller.
+pub trait Collectives: Send + Sync + 'static {
+    /// One rank's buffer.
+    type Buf: Clone + Send + Sync + 'static;
+
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Reduce in place: afterwards every rank holds `op` over all ranks' buffers.
+    fn all_reduce(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<()>;
+    /// Reduce, returning to rank r its part `shard_ranges(len, N)[r]` of the result.
+    /// The input buffers are used as scratch space.
+    fn reduce_scatter(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<Vec<Self::Buf>>;
+    /// Concatenate the shards (lengths may differ) in rank order, on every rank.
+    fn all_gather(&self, shards: &[Self::Buf]) -> Result<Vec<Self::Buf>>;
+    /// Copy the root's buffer into every rank's buffer, in place.
+    fn broadcast(&self, bufs: &mut [Self::Buf], root: usize) -> Result<()>;
+}

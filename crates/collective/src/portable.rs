@@ -1,0 +1,121 @@
+//! Collectives over plain Burn tensors, for inner backends that are not CubeCL (NdArray).
+
+use crate::fabric::portable::PortableFabric;
+use crate::{algorithms, CollectiveConfig, CollectiveError, Collectives, ReduceOp, Result};
+use burn_tensor::{backend::Backend, Tensor};
+
+/// N ranks, each a device of the Burn backend `B`; buffers are 1-D float tensors.
+pub struct PortableGroup<B: Backend> {
+    devices: Vec<B::Device>,
+    config: CollectiveConfig,
+}
+
+impl<B: Backend> PortableGroup<B> {
+    /// A group with one rank per device; a device may appear only once.
+    pub fn new(devices: Vec<B::Device>) -> Result<Self> {
+        for (i, a) in devices.iter().enumerate() {
+            if let Some(j) = devices[..i].iter().position(|b| b == a) {
+                return Err(CollectiveError::DuplicateRank { first: j, second: i, device: format!("{a:?}") });
+            }
+        }
+        Self::new_shared(devices)
+    }
+
+    /// A group in which several ranks may share one device (N ranks on one CPU).
+    pub fn new_shared(devices: Vec<B::Device>) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(CollectiveError::EmptyGroup);
+        }
+        Ok(Self { devices, config: CollectiveConfig::default() })
+    }
+
+    pub fn with_config(mut self, config: CollectiveConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    pub fn devices(&self) -> &[B::Device] {
+        &self.devices
+    }
+
+    /// Check one tensor per rank, each on its rank's device, one dtype; returns the fabric.
+    fn fabric(&self, bufs: &[Tensor<B, 1>], same_len: bool) -> Result<PortableFabric<'_, B>> {
+        if bufs.len() != self.devices.len() {
+            return Err(CollectiveError::WrongRankCount { expected: self.devices.len(), got: bufs.len() });
+        }
+        let (dtype, len) = (bufs[0].dtype(), bufs[0].dims()[0]);
+        for (r, buf) in bufs.iter().enumerate() {
+            if buf.device() != self.devices[r] {
+                return Err(CollectiveError::DeviceUnavailable {
+                    rank: r,
+                    device: format!("{:?}", buf.device()),
+                    reason: format!("rank {r}'s tensor must live on {:?}", self.devices[r]),
+                });
+            }
+            let got = portable_dtype(buf.dtype()).ok_or_else(|| CollectiveError::RankFailed {
+                rank: r,
+                reason: format!("collectives reduce float tensors; got {:?}", buf.dtype()),
+            })?;
+            if buf.dtype() != dtype {
+                let expected = portable_dtype(dtype).unwrap_or(got);
+                return Err(CollectiveError::DTypeMismatch { rank: r, expected, got });
+            }
+            if same_len && buf.dims()[0] != len {
+                return Err(CollectiveError::LengthMismatch { rank: r, expected: len, got: buf.dims()[0] });
+            }
+        }
+        Ok(PortableFabric { devices: &self.devices, dtype, elem_size: dtype.size() })
+    }
+
+    /// All-reduce tensors of any shape (one per rank, same shape); returns the results.
+    pub fn all_reduce_tensors<const D: usize>(&self, tensors: Vec<Tensor<B, D>>, op: ReduceOp) -> Result<Vec<Tensor<B, D>>> {
+        let shapes: Vec<_> = tensors.iter().map(|t| t.shape()).collect();
+        let mut flat: Vec<Tensor<B, 1>> = tensors.into_iter().map(|t| t.flatten(0, D - 1)).collect();
+        if let Some(r) = shapes.iter().position(|s| s != &shapes[0]) {
+            return Err(CollectiveError::LengthMismatch { rank: r, expected: shapes[0].num_elements(), got: shapes[r].num_elements() });
+        }
+        self.all_reduce(&mut flat, op)?;
+        Ok(flat.into_iter().zip(shapes).map(|(t, s)| t.reshape(s)).collect())
+    }
+}
+
+/// The collective dtype of a Burn float dtype (f64 is reduced as-is and reported as f32-class).
+fn portable_dtype(d: burn_tensor::DType) -> Option<crate::DType> {
+    match d {
+        burn_tensor::DType::F32 | burn_tensor::DType::F64 | burn_tensor::DType::Flex32 => Some(crate::DType::F32),
+        burn_tensor::DType::F16 => Some(crate::DType::F16),
+        burn_tensor::DType::BF16 => Some(crate::DType::BF16),
+        _ => None,
+    }
+}
+
+impl<B: Backend> Collectives for PortableGroup<B> {
+    type Buf = Tensor<B, 1>;
+
+    fn size(&self) -> usize {
+        self.devices.len()
+    }
+
+    fn all_reduce(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp) -> Result<()> {
+        let f = self.fabric(bufs, true)?;
+        algorithms::all_reduce(&f, bufs, op, &self.config)
+    }
+
+    fn reduce_scatter(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp) -> Result<Vec<Tensor<B, 1>>> {
+        let f = self.fabric(bufs, true)?;
+        algorithms::reduce_scatter(&f, bufs, op, &self.config)
+    }
+
+    fn all_gather(&self, shards: &[Tensor<B, 1>]) -> Result<Vec<Tensor<B, 1>>> {
+        let f = self.fabric(shards, false)?;
+        algorithms::all_gather(&f, shards.to_vec(), &self.config)
+    }
+
+    fn broadcast(&self, bufs: &mut [Tensor<B, 1>], root: usize) -> Result<()> {
+        if root >= self.devices.len() {
+            return Err(CollectiveError::BadRoot { root, ranks: self.devices.len() });
+        }
+        let f = self.fabric(bufs, true)?;
+        algorithms::broadcast(&f, bufs, root, &self.config)
+    }
+}

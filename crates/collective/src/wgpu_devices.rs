@@ -1,0 +1,44 @@
+//! Several separate wgpu clients on one adapter, standing in for several GPUs: each has its
+//! own memory, so data only moves between them through a transport. With Mesa's software
+//! Vulkan driver (lavapipe) this runs on any Linux machine.
+
+use crate::error::panic_message;
+use cubecl::wgpu::{init_device, init_setup, AutoGraphicsApi, RuntimeOptions, WgpuDevice, WgpuSetup};
+use std::sync::Mutex;
+
+struct Pool {
+    setup: WgpuSetup,
+    devices: Vec<WgpuDevice>,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+/// `n` distinct wgpu devices (created on first use and shared by the whole process).
+/// Fails with a readable reason when no adapter is present (install Mesa's Vulkan driver:
+/// `apt-get install mesa-vulkan-drivers libvulkan1`).
+pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.is_none() {
+        let setup = std::panic::catch_unwind(|| {
+            init_setup::<AutoGraphicsApi>(&WgpuDevice::DefaultDevice, RuntimeOptions::default())
+        })
+        .map_err(|p| format!("no wgpu adapter (is a Vulkan driver installed?): {}", panic_message(p.as_ref())))?;
+        *pool = Some(Pool { setup, devices: vec![WgpuDevice::DefaultDevice] });
+    }
+    let pool = pool.as_mut().expect("initialized above");
+    while pool.devices.len() < n {
+        let adapter = &pool.setup.adapter;
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("firemesh rank"),
+            required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_limits: adapter.limits(),
+            memory_hints: wgpu::MemoryHints::MemoryUsage,
+            ..Default::default()
+        };
+        let (device, queue) = cubecl::future::block_on(adapter.request_device(&descriptor))
+            .map_err(|e| format!("the adapter refused another device: {e}"))?;
+        let setup = WgpuSetup { device, queue, ..pool.setup.clone() };
+        pool.devices.push(init_device(setup, RuntimeOptions::default()));
+    }
+    Ok(pool.devices[..n].to_vec())
+}

@@ -1,0 +1,193 @@
+//! The collective test suite, written once and run against every group kind
+//! (CubeCL devices over lavapipe, the portable path over NdArray).
+#![allow(dead_code)]
+
+use firemesh_collective::{shard_ranges, Algorithm, CollectiveConfig, Collectives, DType, ReduceOp};
+
+/// How a suite makes groups and moves data in and out of them.
+pub trait Harness {
+    type G: Collectives;
+    /// A group of `n` ranks with `config`, or `None` (with a printed reason) when unavailable.
+    fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G>;
+    fn dtypes(&self, group: &Self::G) -> Vec<DType>;
+    fn upload(&self, group: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> <Self::G as Collectives>::Buf;
+    fn download(&self, group: &Self::G, buf: &<Self::G as Collectives>::Buf) -> Vec<f64>;
+}
+
+/// Integer-valued inputs in [-15, 15]: every partial sum is exact in every dtype, so sums and
+/// maxima must be exact whatever the reduction order.
+pub fn integer_input(rank: usize, len: usize) -> Vec<f64> {
+    (0..len).map(|i| ((i * 7 + rank * 13 + i / 5) % 31) as f64 - 15.0).collect()
+}
+
+/// Non-integer inputs for the rounding-tolerance check.
+pub fn real_input(rank: usize, len: usize) -> Vec<f64> {
+    (0..len).map(|i| ((i as f64 * 0.37 + rank as f64 * 1.91).sin() * 3.0) + 0.001 * rank as f64).collect()
+}
+
+pub fn round_to(dtype: DType, values: &[f64]) -> Vec<f64> {
+    dtype.decode(&dtype.encode(values))
+}
+
+/// f64 reference of `op` over the (already rounded) inputs.
+pub fn reference(op: ReduceOp, inputs: &[Vec<f64>]) -> Vec<f64> {
+    let n = inputs.len();
+    (0..inputs[0].len())
+        .map(|i| {
+            let vals = inputs.iter().map(|v| v[i]);
+            match op {
+                ReduceOp::Sum => vals.sum(),
+                ReduceOp::Mean => vals.sum::<f64>() / n as f64,
+                ReduceOp::Max => vals.fold(f64::NEG_INFINITY, f64::max),
+            }
+        })
+        .collect()
+}
+
+/// Exact up to the final rounding into `dtype` (mean on half types may round twice: 1 ulp).
+pub fn assert_exact(what: &str, dtype: DType, op: ReduceOp, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let want = round_to(dtype, want);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let slack = if op == ReduceOp::Mean && dtype != DType::F32 { w.abs() * dtype.epsilon() } else { 0.0 };
+        assert!((g - w).abs() <= slack, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+/// Within the rounding error of summing `n` terms in `dtype` (with f32 accumulation).
+pub fn assert_close(what: &str, dtype: DType, n: usize, got: &[f64], want: &[f64], magnitude: &[f64]) {
+    for (i, ((g, w), m)) in got.iter().zip(want).zip(magnitude).enumerate() {
+        let tol = (n as f64 + 1.0) * dtype.epsilon() * m.max(w.abs()) + 1e-30;
+        assert!((g - w).abs() <= tol, "{what}: element {i}: got {g}, want {w} (tol {tol})");
+    }
+}
+
+pub const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max];
+pub const ALGORITHMS: [Algorithm; 2] = [Algorithm::Ring, Algorithm::OneShot];
+
+/// The lengths the issue names for a group of `n`: 0, 1, N-1, N+1 and a prime.
+pub fn lengths(n: usize) -> Vec<usize> {
+    let mut l = vec![0, 1, n.saturating_sub(1), n + 1, 257];
+    l.dedup();
+    l
+}
+
+fn upload_all<H: Harness>(h: &H, g: &H::G, dtype: DType, inputs: &[Vec<f64>]) -> Vec<<H::G as Collectives>::Buf> {
+    inputs.iter().enumerate().map(|(r, v)| h.upload(g, r, dtype, v)).collect()
+}
+
+/// all-reduce of integer inputs is exact for every op, on every rank.
+pub fn check_all_reduce<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, op: ReduceOp) {
+    let n = g.size();
+    let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
+    let want = reference(op, &inputs);
+    let mut bufs = upload_all(h, g, dtype, &inputs);
+    g.all_reduce(&mut bufs, op).expect("all_reduce");
+    for (r, b) in bufs.iter().enumerate() {
+        assert_exact(&format!("all_reduce {op:?} {dtype:?} n={n} len={len} rank {r}"), dtype, op, &h.download(g, b), &want);
+    }
+}
+
+pub fn check_reduce_scatter<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, op: ReduceOp) {
+    let n = g.size();
+    let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
+    let want = reference(op, &inputs);
+    let mut bufs = upload_all(h, g, dtype, &inputs);
+    let outs = g.reduce_scatter(&mut bufs, op).expect("reduce_scatter");
+    for (r, (out, part)) in outs.iter().zip(shard_ranges(len, n)).enumerate() {
+        assert_exact(&format!("reduce_scatter {op:?} {dtype:?} n={n} len={len} rank {r}"), dtype, op, &h.download(g, out), &want[part]);
+    }
+}
+
+/// Shards of uneven lengths (rank r holds len + r elements, rank 0 possibly none).
+pub fn check_all_gather<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
+    let n = g.size();
+    let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len + r % 3)).collect();
+    let want: Vec<f64> = inputs.iter().flatten().copied().collect();
+    let shards = upload_all(h, g, dtype, &inputs);
+    let outs = g.all_gather(&shards).expect("all_gather");
+    for (r, out) in outs.iter().enumerate() {
+        assert_exact(&format!("all_gather {dtype:?} n={n} len={len} rank {r}"), dtype, ReduceOp::Sum, &h.download(g, out), &want);
+    }
+}
+
+pub fn check_broadcast<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, root: usize) {
+    let n = g.size();
+    let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
+    let mut bufs = upload_all(h, g, dtype, &inputs);
+    g.broadcast(&mut bufs, root).expect("broadcast");
+    for (r, b) in bufs.iter().enumerate() {
+        assert_exact(&format!("broadcast root {root} {dtype:?} n={n} len={len} rank {r}"), dtype, ReduceOp::Sum, &h.download(g, b), &inputs[root]);
+    }
+}
+
+/// Every op × dtype × length of the issue, for N = 1..=8, with both algorithms forced.
+pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
+    for algorithm in ALGORITHMS {
+        for n in 1..=max_n {
+            let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else { return };
+            for dtype in h.dtypes(&g) {
+                for len in lengths(n) {
+                    for op in OPS {
+                        check_all_reduce(h, &g, dtype, len, op);
+                        check_reduce_scatter(h, &g, dtype, len, op);
+                    }
+                    check_all_gather(h, &g, dtype, len);
+                    check_broadcast(h, &g, dtype, len, n - 1);
+                    check_broadcast(h, &g, dtype, len, 0);
+                }
+            }
+        }
+    }
+}
+
+/// Non-integer data: results within the rounding error of the dtype.
+pub fn run_rounding<H: Harness>(h: &H, n: usize, len: usize) {
+    for algorithm in ALGORITHMS {
+        let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else { return };
+        for dtype in h.dtypes(&g) {
+            let inputs: Vec<Vec<f64>> = (0..n).map(|r| round_to(dtype, &real_input(r, len))).collect();
+            let magnitude = reference(ReduceOp::Sum, &inputs.iter().map(|v| v.iter().map(|x| x.abs()).collect()).collect::<Vec<_>>());
+            for op in [ReduceOp::Sum, ReduceOp::Mean] {
+                let want = reference(op, &inputs);
+                let mut bufs = upload_all(h, &g, dtype, &inputs);
+                g.all_reduce(&mut bufs, op).expect("all_reduce");
+                let first = h.download(&g, &bufs[0]);
+                for b in &bufs {
+                    // Every rank holds the same bits: replicas never drift apart.
+                    assert_eq!(h.download(&g, b), first, "{op:?} {dtype:?} {algorithm:?}: ranks disagree");
+                }
+                assert_close(&format!("{op:?} {dtype:?} {algorithm:?}"), dtype, n, &first, &want, &magnitude);
+            }
+        }
+    }
+}
+
+/// One large message (≥ 4M elements) through every op with the automatic algorithm choice.
+pub fn run_large<H: Harness>(h: &H, n: usize, len: usize, dtype: DType) {
+    let Some(g) = h.group(n, CollectiveConfig::default()) else { return };
+    if !h.dtypes(&g).contains(&dtype) {
+        return;
+    }
+    for op in OPS {
+        check_all_reduce(h, &g, dtype, len, op);
+    }
+    check_reduce_scatter(h, &g, dtype, len, ReduceOp::Sum);
+    check_all_gather(h, &g, dtype, len / n);
+    check_broadcast(h, &g, dtype, len, n / 2);
+}
+
+/// `n` wgpu devices, or `None` after printing why they are unavailable. CI sets
+/// `FIREMESH_REQUIRE_WGPU=1` after installing the driver, turning a skip into a failure.
+pub fn wgpu_or_skip(n: usize) -> Option<Vec<cubecl::wgpu::WgpuDevice>> {
+    match firemesh_collective::wgpu_devices::wgpu_devices(n) {
+        Ok(devices) => Some(devices),
+        Err(reason) if std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
+            panic!("FIREMESH_REQUIRE_WGPU=1 but no wgpu adapter: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED: no wgpu adapter ({reason}); install mesa-vulkan-drivers to run the kernel tests");
+            None
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The collective suite on the portable path: plain Burn tensor ops on NdArray.
+
+mod common;
+
+use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_tensor::{Tensor, TensorData};
+use common::Harness;
+use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup, ReduceOp};
+
+type B = NdArray<f32>;
+
+struct Portable;
+
+fn burn_dtype(d: DType) -> burn_tensor::DType {
+    match d {
+        DType::F32 => burn_tensor::DType::F32,
+        DType::F16 => burn_tensor::DType::F16,
+        DType::BF16 => burn_tensor::DType::BF16,
+    }
+}
+
+impl Harness for Portable {
+    type G = PortableGroup<B>;
+
+    fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
+        Some(PortableGroup::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap().with_config(config))
+    }
+
+    fn dtypes(&self, _g: &Self::G) -> Vec<DType> {
+        vec![DType::F32, DType::F16]
+    }
+
+    fn upload(&self, _g: &Self::G, _rank: usize, dtype: DType, values: &[f64]) -> Tensor<B, 1> {
+        let data = TensorData::new(common::round_to(dtype, values), [values.len()]);
+        Tensor::<B, 1>::from_data(data.convert_dtype(burn_dtype(dtype)), &NdArrayDevice::Cpu)
+    }
+
+    fn download(&self, _g: &Self::G, buf: &Tensor<B, 1>) -> Vec<f64> {
+        buf.clone().into_data().convert::<f64>().to_vec::<f64>().unwrap()
+    }
+}
+
+#[test]
+fn every_op_dtype_and_length_for_1_to_8_ranks() {
+    common::run_matrix(&Portable, 8);
+}
+
+#[test]
+fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
+    common::run_rounding(&Portable, 3, 10_007);
+}
+
+#[test]
+fn four_million_elements() {
+    common::run_large(&Portable, 4, 4 * 1024 * 1024 + 3, DType::F32);
+}
+
+#[test]
+fn tensors_of_any_shape() {
+    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
+    let ts: Vec<Tensor<B, 3>> = (0..3)
+        .map(|r| Tensor::from_data(TensorData::new(common::integer_input(r, 24), [2, 3, 4]).convert::<f32>(), &NdArrayDevice::Cpu))
+        .collect();
+    let want = common::reference(ReduceOp::Max, &(0..3).map(|r| common::integer_input(r, 24)).collect::<Vec<_>>());
+    let out = g.all_reduce_tensors(ts, ReduceOp::Max).unwrap();
+    for t in out {
+        assert_eq!(t.dims(), [2, 3, 4]);
+        assert_eq!(t.into_data().convert::<f64>().to_vec::<f64>().unwrap(), want);
+    }
+    assert_eq!(g.size(), 3);
+}

@@ -1,0 +1,1 @@
+//! firemesh-datasets
