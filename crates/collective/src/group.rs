@@ -72,6 +72,10 @@ impl<R: CollectiveRuntime> Group<R> {
         &self.ranks
     }
 
+    pub(crate) fn transport(&self) -> &dyn Transport<R> {
+        self.transport.as_ref()
+    }
+
     /// Whether rank `rank`'s device can hold and reduce `dtype`.
     pub fn supports(&self, rank: usize, dtype: DType) -> bool {
         let mut seen = self.supported.lock().unwrap_or_else(|e| e.into_inner());

@@ -14,6 +14,7 @@
 pub(crate) mod algorithms;
 mod communicator;
 mod config;
+mod cube_tensors;
 mod dtype;
 mod error;
 pub mod fabric;
@@ -28,6 +29,7 @@ pub mod wgpu_devices;
 pub use algorithms::shard_ranges;
 pub use communicator::Communicator;
 pub use config::{Algorithm, CollectiveConfig};
+pub use cube_tensors::CubeTensorOf;
 pub use dtype::DType;
 pub use error::{CollectiveError, Result};
 pub use fabric::device::DeviceBuffer;

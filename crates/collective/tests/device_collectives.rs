@@ -42,15 +42,17 @@ fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
 
 #[test]
 fn four_million_elements_f32() {
-    for n in [2, 3, 8] {
+    for n in 1..=8 {
         common::run_large(&Wgpu, n, 4 * 1024 * 1024 + 3, DType::F32);
     }
 }
 
 #[test]
 fn four_million_elements_half() {
-    common::run_large(&Wgpu, 4, 4 * 1024 * 1024 + 1, DType::F16);
-    common::run_large(&Wgpu, 5, 4 * 1024 * 1024 + 1, DType::BF16);
+    // bf16 runs only where the adapter has it (WGSL does not); the portable suite covers it.
+    for (n, dtype) in [(2, DType::F16), (5, DType::F16), (8, DType::F16), (4, DType::BF16)] {
+        common::run_large(&Wgpu, n, 4 * 1024 * 1024 + 1, dtype);
+    }
 }
 
 #[test]

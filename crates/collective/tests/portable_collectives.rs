@@ -27,7 +27,7 @@ impl Harness for Portable {
     }
 
     fn dtypes(&self, _g: &Self::G) -> Vec<DType> {
-        vec![DType::F32, DType::F16]
+        DType::ALL.to_vec()
     }
 
     fn upload(&self, _g: &Self::G, _rank: usize, dtype: DType, values: &[f64]) -> Tensor<B, 1> {
@@ -53,6 +53,7 @@ fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
 #[test]
 fn four_million_elements() {
     common::run_large(&Portable, 4, 4 * 1024 * 1024 + 3, DType::F32);
+    common::run_large(&Portable, 3, 4 * 1024 * 1024 + 1, DType::BF16);
 }
 
 #[test]

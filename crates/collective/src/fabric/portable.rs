@@ -28,6 +28,22 @@ impl<B: Backend> PortableFabric<'_, B> {
             _ => t,
         }
     }
+
+    /// `dst[range] = f(dst[range])` (widened), keeping `dst` uniquely owned so the backend can
+    /// assign in place instead of copying the whole buffer.
+    fn update(
+        &self,
+        rank: usize,
+        dst: &mut Tensor<B, 1>,
+        range: Range<usize>,
+        f: impl FnOnce(Tensor<B, 1>) -> Tensor<B, 1>,
+    ) -> Result<()> {
+        catch_runtime(rank, || {
+            let whole = std::mem::replace(dst, Tensor::empty([0], &self.devices[rank]));
+            let out = self.narrow(f(self.widen(whole.clone().slice([range.clone()]))));
+            *dst = whole.slice_assign([range], out);
+        })
+    }
 }
 
 impl<B: Backend> Fabric for PortableFabric<'_, B> {
@@ -44,41 +60,33 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
 
     fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged> {
         let dst = &self.devices[to];
-        catch_runtime(from, || {
-            let part = src.clone().slice([range]);
-            if &self.devices[from] == dst {
-                part
-            } else {
-                // Burn's `to_device` cannot move between some devices (two wgpu devices in
-                // 0.21); going through host data works for every backend.
-                Tensor::from_data(part.into_data(), dst)
-            }
-        })
+        // A real copy, not a view: a view would keep the source buffer shared, and every later
+        // in-place update of it would copy the whole buffer. Going through host data also works
+        // between devices that Burn's `to_device` cannot move between (two wgpu devices in 0.21).
+        catch_runtime(from, || Tensor::from_data(src.clone().slice([range]).into_data(), dst))
     }
 
     fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()> {
         let range = at..at + self.len(&staged);
-        catch_runtime(rank, || {
-            let cur = self.widen(dst.clone().slice([range.clone()]));
+        self.update(rank, dst, range, |cur| {
             let other = self.widen(staged);
-            let out = match op {
+            match op {
                 Combine::Add => cur + other,
                 Combine::Max => cur.max_pair(other),
-            };
-            *dst = dst.clone().slice_assign([range], self.narrow(out));
+            }
         })
     }
 
     fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()> {
         let range = at..at + self.len(&staged);
-        catch_runtime(rank, || *dst = dst.clone().slice_assign([range], staged))
+        catch_runtime(rank, || {
+            let whole = std::mem::replace(dst, Tensor::empty([0], &self.devices[rank]));
+            *dst = whole.slice_assign([range], staged);
+        })
     }
 
     fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()> {
-        catch_runtime(rank, || {
-            let part = self.widen(dst.clone().slice([range.clone()])).div_scalar(divisor as f32);
-            *dst = dst.clone().slice_assign([range], self.narrow(part));
-        })
+        self.update(rank, dst, range, |cur| cur.div_scalar(divisor as f32))
     }
 
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf> {

@@ -1,0 +1,164 @@
+//! All-reduce bandwidth: ours against burn-collective's ring on the same data, side by side in one
+//! run, with the host memcpy bound. Writes benches/results/allreduce.{json,md}.
+//!
+//! cargo run --release -p firemesh-benches --features burn-collective --bin allreduce -- --max-mib 16
+
+use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_tensor::Tensor;
+use clap::Parser;
+use firemesh_benches::{memcpy_gbps, seconds, size_label, time_median, write_results, Row};
+use firemesh_collective::{probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives, DType, Group, PortableGroup, ReduceOp};
+
+type Cpu = NdArray<f32>;
+
+#[derive(Parser)]
+struct Args {
+    /// Rank counts to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![2, 4, 8])]
+    ranks: Vec<usize>,
+    /// Smallest message per rank, KiB (sizes grow 4× from here).
+    #[arg(long, default_value_t = 4)]
+    min_kib: usize,
+    /// Largest message per rank, MiB.
+    #[arg(long, default_value_t = 256)]
+    max_mib: usize,
+    /// Timed repetitions per point (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    iters: usize,
+    /// Largest message measured on the CPU (NdArray) rows, MiB.
+    #[arg(long, default_value_t = 16)]
+    cpu_max_mib: usize,
+    /// Skip the wgpu (software Vulkan on a machine without GPU) measurements.
+    #[arg(long)]
+    no_wgpu: bool,
+    /// Output folder.
+    #[arg(long, default_value = "benches/results")]
+    out: String,
+}
+
+fn main() {
+    let args = Args::parse();
+    let cuda = probe::cuda_devices();
+    let wgpu = if args.no_wgpu { None } else { wgpu_devices(*args.ranks.iter().max().unwrap_or(&2)).ok() };
+    let mut sizes = vec![];
+    let mut b = args.min_kib << 10;
+    while b <= args.max_mib << 20 {
+        sizes.push(b);
+        b *= 4;
+    }
+    let mut rows = Vec::new();
+    let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
+    md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on NdArray run on the same data in the same run;\n";
+    md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on NdArray only.\n\n";
+    md += "| N | size | ours cuda | ours wgpu | ours ndarray | burn-collective ndarray | ours/peer (ndarray) | host memcpy | ours wgpu / memcpy |\n";
+    md += "|---|---|---|---|---|---|---|---|---|\n";
+    for &n in &args.ranks {
+        for &bytes in &sizes {
+            let len = bytes / 4;
+            let memcpy = memcpy_gbps(bytes);
+            let cuda_row = (!cuda.is_empty()).then(|| {
+                let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
+                device_point("ours", "cuda", Group::<cubecl::cuda::CudaRuntime>::new_shared(devices).expect("cuda group"), len, args.iters)
+            });
+            let wgpu_row = wgpu.as_ref().map(|d| device_point("ours", "wgpu", Group::<cubecl::wgpu::WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group"), len, args.iters));
+            let on_cpu = bytes <= args.cpu_max_mib << 20;
+            let ours_cpu = on_cpu.then(|| portable_point(n, len, args.iters));
+            let peer_cpu = if on_cpu { peer_point(n, len, args.iters) } else { None };
+            let bw = |r: &Option<Row>| r.as_ref().map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps));
+            let ratio = match (&peer_cpu, &ours_cpu) {
+                (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
+                _ => "–".into(),
+            };
+            let vs_memcpy = wgpu_row.as_ref().map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy));
+            let line = format!(
+                "| {n} | {} | {} | {} | {} | {} | {ratio} | {memcpy:.2} | {vs_memcpy} |\n",
+                size_label(bytes),
+                bw(&cuda_row),
+                bw(&wgpu_row),
+                bw(&ours_cpu),
+                bw(&peer_cpu)
+            );
+            print!("{line}");
+            md += &line;
+            rows.extend([cuda_row, wgpu_row, ours_cpu, peer_cpu].into_iter().flatten());
+            rows.push(Row::new("host-memcpy", "host", 1, bytes, bytes as f64 / memcpy / 1e9));
+        }
+    }
+    if cuda.is_empty() {
+        md += "\nNo CUDA GPU on the machine that ran this table.\n";
+    }
+    match write_results(&args.out, "allreduce", &rows, &md) {
+        Ok(()) => println!("wrote {}/allreduce.json and .md", args.out),
+        Err(e) => eprintln!("could not write results: {e}"),
+    }
+}
+
+/// Our all-reduce on CubeCL devices, timed from queued to finished on every device.
+fn device_point<R: CollectiveRuntime>(implementation: &str, backend: &str, group: Group<R>, len: usize, iters: usize) -> Row {
+    let n = group.size();
+    let values: Vec<f64> = (0..len).map(|i| (i % 7) as f64).collect();
+    let mut bufs: Vec<_> = (0..n).map(|r| group.upload(r, DType::F32, &values).expect("upload")).collect();
+    let secs = time_median(iters, || {
+        group.sync().expect("sync");
+        seconds(|| {
+            group.all_reduce(&mut bufs, ReduceOp::Max).expect("all_reduce");
+            group.sync().expect("sync");
+        })
+    });
+    Row::new(implementation, backend, n, len * 4, secs)
+}
+
+fn cpu_inputs(n: usize, len: usize) -> Vec<Tensor<Cpu, 1>> {
+    (0..n).map(|r| Tensor::<Cpu, 1>::full([len], r as f32, &NdArrayDevice::Cpu)).collect()
+}
+
+/// Our portable all-reduce over NdArray tensors.
+fn portable_point(n: usize, len: usize, iters: usize) -> Row {
+    let group = PortableGroup::<Cpu>::new_shared(vec![NdArrayDevice::Cpu; n]).expect("group");
+    let secs = time_median(iters, || {
+        let mut bufs = cpu_inputs(n, len);
+        seconds(|| group.all_reduce(&mut bufs, ReduceOp::Sum).expect("all_reduce"))
+    });
+    Row::new("ours", "ndarray", n, len * 4, secs)
+}
+
+/// burn-collective's ring all-reduce on the same NdArray data: one thread per rank.
+#[cfg(feature = "burn-collective")]
+fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
+    use burn_collective::{all_reduce, finish_collective, register, AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation};
+    use std::sync::{Barrier, Mutex};
+    if len % n != 0 || len < n {
+        return None; // its ring needs equal slices
+    }
+    let config = CollectiveConfig::default().with_num_devices(n).with_local_all_reduce_strategy(AllReduceStrategy::Ring);
+    let barrier = Barrier::new(n);
+    let samples = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for (r, input) in cpu_inputs(n, len).into_iter().enumerate() {
+            let (config, barrier, samples) = (config.clone(), &barrier, &samples);
+            s.spawn(move || {
+                let id = PeerId::from(r);
+                register::<Cpu>(id, NdArrayDevice::Cpu, config).expect("register");
+                for i in 0..=iters {
+                    let t = input.clone().into_primitive().tensor();
+                    barrier.wait();
+                    let secs = seconds(|| {
+                        all_reduce::<Cpu>(id, t, ReduceOperation::Sum).expect("all_reduce");
+                    });
+                    if r == 0 && i > 0 {
+                        samples.lock().unwrap().push(secs);
+                    }
+                }
+                finish_collective::<Cpu>(id).expect("finish");
+            });
+        }
+    });
+    let mut samples = samples.into_inner().unwrap();
+    samples.sort_by(f64::total_cmp);
+    Some(Row::new("burn-collective", "ndarray", n, len * 4, samples[samples.len() / 2]))
+}
+
+#[cfg(not(feature = "burn-collective"))]
+fn peer_point(_n: usize, _len: usize, _iters: usize) -> Option<Row> {
+    None
+}

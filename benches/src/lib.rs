@@ -1,0 +1,92 @@
+//! Shared pieces of the benchmark runs: timing, bandwidth arithmetic, result files.
+
+use serde::Serialize;
+use std::time::Instant;
+
+/// Median wall time of `f` over `iters` runs after one warm-up, in seconds.
+pub fn time_median(iters: usize, mut f: impl FnMut() -> f64) -> f64 {
+    f();
+    let mut samples: Vec<f64> = (0..iters.max(1)).map(|_| f()).collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// Seconds taken by `f`.
+pub fn seconds(f: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    f();
+    start.elapsed().as_secs_f64()
+}
+
+/// NCCL's algorithm bandwidth: bytes per rank over time, in GB/s.
+pub fn algbw(bytes: usize, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e9
+}
+
+/// NCCL's bus bandwidth of an all-reduce: algbw · 2(N-1)/N.
+pub fn busbw(algbw: f64, ranks: usize) -> f64 {
+    algbw * 2.0 * (ranks as f64 - 1.0) / ranks as f64
+}
+
+/// Host memcpy bandwidth for buffers of `bytes` (best of a few copies), in GB/s: the bound of a
+/// transport that goes through host memory.
+pub fn memcpy_gbps(bytes: usize) -> f64 {
+    let src = vec![1u8; bytes.max(1)];
+    let mut dst = vec![0u8; bytes.max(1)];
+    let reps = (64 << 20) / bytes.max(1) + 1;
+    let best = (0..5)
+        .map(|_| {
+            seconds(|| {
+                for _ in 0..reps {
+                    dst.copy_from_slice(std::hint::black_box(&src));
+                }
+            }) / reps as f64
+        })
+        .fold(f64::INFINITY, f64::min);
+    std::hint::black_box(&dst);
+    bytes as f64 / best / 1e9
+}
+
+/// Human size: 4 KiB, 16 MiB, …
+pub fn size_label(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// One measured point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub implementation: String,
+    pub backend: String,
+    pub ranks: usize,
+    pub bytes: usize,
+    pub seconds: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+}
+
+impl Row {
+    pub fn new(implementation: &str, backend: &str, ranks: usize, bytes: usize, seconds: f64) -> Self {
+        let a = algbw(bytes, seconds);
+        Self {
+            implementation: implementation.into(),
+            backend: backend.into(),
+            ranks,
+            bytes,
+            seconds,
+            algbw_gbps: a,
+            busbw_gbps: busbw(a, ranks),
+        }
+    }
+}
+
+/// Write `json` and `markdown` to `dir/name.{json,md}`, creating `dir`.
+pub fn write_results(dir: &str, name: &str, json: &impl Serialize, markdown: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
+    std::fs::write(format!("{dir}/{name}.json"), text)?;
+    std::fs::write(format!("{dir}/{name}.md"), markdown)
+}
