@@ -26,7 +26,10 @@ impl<B: Backend> PortableGroup<B> {
         if devices.is_empty() {
             return Err(CollectiveError::EmptyGroup);
         }
-        Ok(Self { devices, config: CollectiveConfig::default() })
+        // On host memory the one-shot algorithm's N-1 extra copies cost more than the ring's
+        // extra steps from a few KiB on, so the ring takes over much earlier than on GPUs.
+        let config = CollectiveConfig { small_message_bytes: 8 * 1024, ..CollectiveConfig::default() };
+        Ok(Self { devices, config })
     }
 
     pub fn with_config(mut self, config: CollectiveConfig) -> Self {

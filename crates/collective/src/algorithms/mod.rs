@@ -138,42 +138,41 @@ pub(crate) fn split_aligned(range: Range<usize>, pieces: usize, align: usize) ->
         .collect()
 }
 
-/// One transfer of a step: `range` of `src` on rank `from`, to rank `to`.
-pub(crate) struct Transfer<'a, B> {
+/// One transfer of a step: `range` of rank `from`'s buffer, to rank `to`.
+#[derive(Clone, Debug)]
+pub(crate) struct Link {
     pub from: usize,
-    pub src: &'a B,
-    pub range: Range<usize>,
     pub to: usize,
+    pub range: Range<usize>,
+}
+
+impl Link {
+    pub fn new(from: usize, to: usize, range: Range<usize>) -> Self {
+        Self { from, to, range }
+    }
 }
 
 /// Run the transfers of one step, concurrently (a host thread each) when they are big enough
-/// to be worth a thread; results come back in input order.
+/// to be worth a thread; the staged results come back in `links` order.
 pub(crate) fn send_all<F: Fabric>(
     f: &F,
-    transfers: Vec<Transfer<'_, F::Buf>>,
+    bufs: &[F::Buf],
+    links: &[Link],
     cfg: &CollectiveConfig,
 ) -> Result<Vec<F::Staged>> {
-    let biggest = transfers.iter().map(|t| t.range.len()).max().unwrap_or(0) * f.elem_size();
-    if transfers.len() < 2 || biggest < cfg.parallel_transfer_bytes {
-        return transfers
-            .into_iter()
-            .map(|t| f.send(t.from, t.src, t.range, t.to))
-            .collect();
+    let send = |l: &Link| f.send(l.from, &bufs[l.from], l.range.clone(), l.to);
+    let biggest = links.iter().map(|l| l.range.len()).max().unwrap_or(0) * f.elem_size();
+    if links.len() < 2 || biggest < cfg.parallel_transfer_bytes {
+        return links.iter().map(send).collect();
     }
     std::thread::scope(|scope| {
-        let handles: Vec<_> = transfers
-            .into_iter()
-            .map(|t| scope.spawn(move || f.send(t.from, t.src, t.range, t.to)))
-            .collect();
+        let handles: Vec<_> = links.iter().map(|l| scope.spawn(move || send(l))).collect();
         handles
             .into_iter()
-            .enumerate()
-            .map(|(i, h)| {
+            .zip(links)
+            .map(|(h, l)| {
                 h.join().unwrap_or_else(|p| {
-                    Err(crate::CollectiveError::Runtime {
-                        rank: i,
-                        reason: crate::error::panic_message(p.as_ref()),
-                    })
+                    Err(crate::CollectiveError::Runtime { rank: l.from, reason: crate::error::panic_message(p.as_ref()) })
                 })
             })
             .collect()

@@ -1,7 +1,7 @@
 //! One-shot algorithms: every rank reads what it needs straight from its peers in a single
 //! step. Latency-optimal for small messages; moves N-1 times more data than the ring.
 
-use super::{send_all, Transfer};
+use super::{send_all, Link};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -16,14 +16,11 @@ pub(super) fn all_reduce<F: Fabric>(
     let whole = 0..f.len(&bufs[0]);
     // Rank 0 starts from its own buffer; every other rank needs all N buffers, its own included
     // (it is overwritten by rank 0's before being added back in order).
-    let wanted: Vec<(usize, usize)> = (0..n)
+    let links: Vec<Link> = (0..n)
         .flat_map(|r| (0..n).filter(move |&j| !(r == 0 && j == 0)).map(move |j| (j, r)))
+        .map(|(j, r)| Link::new(j, r, whole.clone()))
         .collect();
-    let transfers = wanted
-        .iter()
-        .map(|&(j, r)| Transfer { from: j, src: &bufs[j], range: whole.clone(), to: r })
-        .collect();
-    let mut staged = send_all(f, transfers, cfg)?.into_iter();
+    let mut staged = send_all(f, bufs, &links, cfg)?.into_iter();
     let combine = op.pairwise();
     for r in 0..n {
         if r != 0 {
@@ -49,17 +46,9 @@ pub(super) fn reduce_scatter<F: Fabric>(
     combine: Combine,
     cfg: &CollectiveConfig,
 ) -> Result<()> {
-    let n = bufs.len();
-    let wanted: Vec<(usize, usize)> = (0..n)
-        .flat_map(|r| (0..n).filter(move |&j| j != r && !parts[r].is_empty()).map(move |j| (j, r)))
-        .collect();
-    let transfers = wanted
-        .iter()
-        .map(|&(j, r)| Transfer { from: j, src: &bufs[j], range: parts[r].clone(), to: r })
-        .collect();
-    let staged = send_all(f, transfers, cfg)?;
-    for (&(_, r), st) in wanted.iter().zip(staged) {
-        f.combine(r, &mut bufs[r], parts[r].start, st, combine)?;
+    let links = peer_links(bufs.len(), |_, to| parts[to].clone());
+    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+        f.combine(link.to, &mut bufs[link.to], link.range.start, st, combine)?;
     }
     Ok(())
 }
@@ -71,17 +60,9 @@ pub(super) fn all_gather<F: Fabric>(
     parts: &[Range<usize>],
     cfg: &CollectiveConfig,
 ) -> Result<()> {
-    let n = bufs.len();
-    let wanted: Vec<(usize, usize)> = (0..n)
-        .flat_map(|r| (0..n).filter(move |&j| j != r && !parts[j].is_empty()).map(move |j| (j, r)))
-        .collect();
-    let transfers = wanted
-        .iter()
-        .map(|&(j, r)| Transfer { from: j, src: &bufs[j], range: parts[j].clone(), to: r })
-        .collect();
-    let staged = send_all(f, transfers, cfg)?;
-    for (&(j, r), st) in wanted.iter().zip(staged) {
-        f.write(r, &mut bufs[r], parts[j].start, st)?;
+    let links = peer_links(bufs.len(), |from, _| parts[from].clone());
+    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+        f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
     }
     Ok(())
 }
@@ -93,16 +74,19 @@ pub(super) fn broadcast<F: Fabric>(
     root: usize,
     cfg: &CollectiveConfig,
 ) -> Result<()> {
-    let n = bufs.len();
     let whole = 0..f.len(&bufs[root]);
-    let targets: Vec<usize> = (0..n).filter(|&r| r != root).collect();
-    let transfers = targets
-        .iter()
-        .map(|&r| Transfer { from: root, src: &bufs[root], range: whole.clone(), to: r })
-        .collect();
-    let staged = send_all(f, transfers, cfg)?;
-    for (&r, st) in targets.iter().zip(staged) {
-        f.write(r, &mut bufs[r], 0, st)?;
+    let links: Vec<Link> = (0..bufs.len()).filter(|&r| r != root).map(|r| Link::new(root, r, whole.clone())).collect();
+    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+        f.write(link.to, &mut bufs[link.to], 0, st)?;
     }
     Ok(())
+}
+
+/// A link from every rank to every other rank, carrying `range(from, to)` (empty ones dropped).
+fn peer_links(n: usize, range: impl Fn(usize, usize) -> Range<usize>) -> Vec<Link> {
+    (0..n)
+        .flat_map(|to| (0..n).filter(move |&from| from != to).map(move |from| (from, to)))
+        .map(|(from, to)| Link::new(from, to, range(from, to)))
+        .filter(|l| !l.range.is_empty())
+        .collect()
 }

@@ -1,7 +1,7 @@
 //! Ring algorithms: N-1 steps in which every rank passes one chunk to its right neighbour.
 //! Each chunk is cut into sub-chunks so that a transfer overlaps the reduction before it.
 
-use super::{send_all, split_aligned, Transfer, CHUNK_ALIGN};
+use super::{send_all, split_aligned, Link, CHUNK_ALIGN};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -68,17 +68,12 @@ pub(super) fn broadcast<F: Fabric>(
     let subs = split_aligned(0..len, depth, CHUNK_ALIGN);
     let order: Vec<usize> = (0..n).map(|k| (root + k) % n).collect();
     for tick in 0..subs.len() + n - 2 {
-        let links: Vec<(usize, usize, Range<usize>)> = (0..n - 1)
+        let links: Vec<Link> = (0..n - 1)
             .filter(|&k| tick >= k && tick - k < subs.len())
-            .map(|k| (order[k], order[k + 1], subs[tick - k].clone()))
+            .map(|k| Link::new(order[k], order[k + 1], subs[tick - k].clone()))
             .collect();
-        let transfers = links
-            .iter()
-            .map(|(from, to, range)| Transfer { from: *from, src: &bufs[*from], range: range.clone(), to: *to })
-            .collect();
-        let staged = send_all(f, transfers, cfg)?;
-        for ((_, to, range), st) in links.into_iter().zip(staged) {
-            f.write(to, &mut bufs[to], range.start, st)?;
+        for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+            f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
         }
     }
     Ok(())
@@ -104,18 +99,14 @@ fn pass<F: Fabric>(
             .collect();
         let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
         for k in 0..rounds {
-            let links: Vec<(usize, usize, Range<usize>)> = (0..n)
-                .filter_map(|r| pieces[r].get(k).map(|range| (r, (r + 1) % n, range.clone())))
+            let links: Vec<Link> = (0..n)
+                .filter_map(|r| pieces[r].get(k).map(|range| Link::new(r, (r + 1) % n, range.clone())))
                 .collect();
-            let transfers = links
-                .iter()
-                .map(|(from, to, range)| Transfer { from: *from, src: &bufs[*from], range: range.clone(), to: *to })
-                .collect();
-            let staged = send_all(f, transfers, cfg)?;
-            for ((_, to, range), st) in links.into_iter().zip(staged) {
+            for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+                let (to, at) = (link.to, link.range.start);
                 match apply {
-                    Apply::Combine(c) => f.combine(to, &mut bufs[to], range.start, st, c)?,
-                    Apply::Write => f.write(to, &mut bufs[to], range.start, st)?,
+                    Apply::Combine(c) => f.combine(to, &mut bufs[to], at, st, c)?,
+                    Apply::Write => f.write(to, &mut bufs[to], at, st)?,
                 }
             }
         }

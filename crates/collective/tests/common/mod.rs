@@ -191,3 +191,32 @@ pub fn wgpu_or_skip(n: usize) -> Option<Vec<cubecl::wgpu::WgpuDevice>> {
         }
     }
 }
+
+/// The harness of [`firemesh_collective::Group`] on any CubeCL runtime: `devices(n)` provides
+/// the ranks' devices (or `None` to skip), `new_shared` lets several ranks share one device.
+pub struct DeviceHarness<R: firemesh_collective::CollectiveRuntime> {
+    pub devices: fn(usize) -> Option<Vec<R::Device>>,
+    pub shared: bool,
+}
+
+impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
+    type G = firemesh_collective::Group<R>;
+
+    fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
+        let devices = (self.devices)(n)?;
+        let group = if self.shared { Self::G::new_shared(devices) } else { Self::G::new(devices) };
+        Some(group.expect("group of available devices").with_config(config))
+    }
+
+    fn dtypes(&self, g: &Self::G) -> Vec<DType> {
+        DType::ALL.into_iter().filter(|&d| g.supports(0, d)).collect()
+    }
+
+    fn upload(&self, g: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> firemesh_collective::DeviceBuffer<R> {
+        g.upload(rank, dtype, values).expect("upload")
+    }
+
+    fn download(&self, g: &Self::G, buf: &firemesh_collective::DeviceBuffer<R>) -> Vec<f64> {
+        g.download(buf).expect("download")
+    }
+}
