@@ -1,14 +1,11 @@
-//! Collectives on Burn tensors of a CubeCL backend (`burn-wgpu`, `burn-cuda`): the tensors'
+//! Burn tensors of a CubeCL backend (`burn-wgpu`, `burn-cuda`) in collectives: the tensors'
 //! device memory is reduced by the kernels directly, with no trip through the host.
 
 use crate::fabric::{device::DeviceFabric, Fabric};
-use crate::{CollectiveError, CollectiveRuntime, Collectives, DType, DeviceBuffer, Group, ReduceOp, Result};
+use crate::{CollectiveError, CollectiveRuntime, DType, DeviceBuffer, Group, Result, TensorBridge};
 use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement};
-use burn_tensor::{Tensor, TensorPrimitive};
+use burn_tensor::{backend::DeviceOps, Shape, Tensor, TensorPrimitive};
 use cubecl::stream_id::StreamId;
-
-/// A Burn tensor of the CubeCL backend over runtime `R`.
-pub type CubeTensorOf<R, F, I, BT, const D: usize> = Tensor<CubeBackend<R, F, I, BT>, D>;
 
 fn collective_dtype(rank: usize, d: burn_tensor::DType) -> Result<DType> {
     match d {
@@ -19,47 +16,40 @@ fn collective_dtype(rank: usize, d: burn_tensor::DType) -> Result<DType> {
     }
 }
 
-impl<R: CollectiveRuntime> Group<R>
+fn burn_dtype(d: DType) -> burn_tensor::DType {
+    match d {
+        DType::F32 => burn_tensor::DType::F32,
+        DType::F16 => burn_tensor::DType::F16,
+        DType::BF16 => burn_tensor::DType::BF16,
+    }
+}
+
+impl<R, F, I, BT> TensorBridge<CubeBackend<R, F, I, BT>> for Group<R>
 where
-    R::Device: burn_tensor::backend::DeviceOps,
+    R: CollectiveRuntime,
+    R::Device: DeviceOps,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
 {
-    /// All-reduce one tensor per rank (same shape, each on its rank's device) with the CubeCL
-    /// kernels; returns the reduced tensors. A tensor whose memory is shared with another tensor
-    /// is copied first, so no other tensor changes.
-    pub fn all_reduce_tensors<F: FloatElement, I: IntElement, BT: BoolElement, const D: usize>(
-        &self,
-        tensors: Vec<CubeTensorOf<R, F, I, BT, D>>,
-        op: ReduceOp,
-    ) -> Result<Vec<CubeTensorOf<R, F, I, BT, D>>> {
-        if tensors.len() != self.size() {
-            return Err(CollectiveError::WrongRankCount { expected: self.size(), got: tensors.len() });
+    /// The tensor's own memory when no other tensor shares it, else a private copy, so the
+    /// in-place collectives never change another tensor.
+    fn buf_from_tensor(&self, rank: usize, t: Tensor<CubeBackend<R, F, I, BT>, 1>) -> Result<DeviceBuffer<R>> {
+        let p: CubeTensor<R> = into_contiguous(t.into_primitive().tensor());
+        let dtype = collective_dtype(rank, p.dtype)?;
+        let exclusive = p.can_mut() && p.is_contiguous_buffer();
+        let buf = DeviceBuffer::from_handle(p.handle.clone(), p.meta.shape().num_elements(), dtype, p.device.clone());
+        if exclusive {
+            return Ok(buf);
         }
-        let prims: Vec<CubeTensor<R>> = tensors.into_iter().map(|t| into_contiguous(t.into_primitive().tensor())).collect();
-        let shape = prims[0].meta.shape().clone();
-        let mut bufs = Vec::with_capacity(prims.len());
-        for (r, p) in prims.iter().enumerate() {
-            if p.meta.shape() != &shape {
-                return Err(CollectiveError::LengthMismatch { rank: r, expected: shape.num_elements(), got: p.meta.shape().num_elements() });
-            }
-            let dtype = collective_dtype(r, p.dtype)?;
-            let exclusive = p.can_mut() && p.is_contiguous_buffer();
-            let buf = DeviceBuffer::from_handle(p.handle.clone(), shape.num_elements(), dtype, p.device.clone());
-            bufs.push(if exclusive { buf } else { self.private_copy(r, &buf)? });
-        }
-        self.all_reduce(&mut bufs, op)?;
-        Ok(prims
-            .into_iter()
-            .zip(bufs)
-            .map(|(p, b)| {
-                let out = CubeTensor::new_contiguous(p.client.clone(), p.device.clone(), shape.clone(), b.handle, p.dtype);
-                Tensor::from_primitive(TensorPrimitive::Float(out))
-            })
-            .collect())
+        let rank_of_buf = self.ranks().iter().position(|r| &r.device == buf.device()).unwrap_or(rank);
+        let fabric = DeviceFabric { ranks: self.ranks(), transport: self.transport(), dtype, stream: StreamId::current() };
+        fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)
     }
 
-    /// A copy of `buf` in a new allocation on rank `rank`.
-    fn private_copy(&self, rank: usize, buf: &DeviceBuffer<R>) -> Result<DeviceBuffer<R>> {
-        let fabric = DeviceFabric { ranks: self.ranks(), transport: self.transport(), dtype: buf.dtype(), stream: StreamId::current() };
-        fabric.send(rank, buf, 0..buf.len(), rank)
+    fn tensor_from_buf(&self, rank: usize, buf: DeviceBuffer<R>) -> Tensor<CubeBackend<R, F, I, BT>, 1> {
+        let client = self.ranks()[rank].client.clone();
+        let out = CubeTensor::new_contiguous(client, buf.device().clone(), Shape::new([buf.len()]), buf.handle().clone(), burn_dtype(buf.dtype()));
+        Tensor::from_primitive(TensorPrimitive::Float(out))
     }
 }

@@ -15,12 +15,16 @@ pub enum CollectiveError {
     WrongRankCount { expected: usize, got: usize },
     #[error("rank {rank} holds {got} elements but rank 0 holds {expected}; all ranks must pass the same length")]
     LengthMismatch { rank: usize, expected: usize, got: usize },
+    #[error("rank {rank} passed a tensor of shape {got:?} where rank 0 passed {expected:?}")]
+    ShapeMismatch { rank: usize, expected: Vec<usize>, got: Vec<usize> },
     #[error("rank {rank} holds {got:?} but rank 0 holds {expected:?}; all ranks must pass the same dtype")]
     DTypeMismatch { rank: usize, expected: crate::DType, got: crate::DType },
     #[error("dtype {dtype:?} is not supported on rank {rank}'s device")]
     UnsupportedDType { rank: usize, dtype: crate::DType },
     #[error("rank {rank}: buffer of {bytes} bytes is not a whole number of {dtype:?} elements")]
     RaggedBuffer { rank: usize, bytes: usize, dtype: crate::DType },
+    #[error("reduce-scatter parts {parts:?} must be one per rank and add up to the {len} elements")]
+    BadPartition { parts: Vec<usize>, len: usize },
     #[error("root rank {root} is outside the group of {ranks} ranks")]
     BadRoot { root: usize, ranks: usize },
     #[error("rank index {rank} is outside the group of {ranks} ranks")]

@@ -173,6 +173,10 @@ impl<R: CollectiveRuntime> Group<R> {
 impl<R: CollectiveRuntime> Collectives for Group<R> {
     type Buf = DeviceBuffer<R>;
 
+    fn buf_len(&self, buf: &DeviceBuffer<R>) -> usize {
+        buf.len()
+    }
+
     fn size(&self) -> usize {
         self.ranks.len()
     }
@@ -182,9 +186,9 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config)
     }
 
-    fn reduce_scatter(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<Vec<DeviceBuffer<R>>> {
+    fn reduce_scatter_parts(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp, parts: &[usize]) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(bufs, true)?;
-        algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, &self.config)
+        algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, parts, &self.config)
     }
 
     fn all_gather(&self, shards: &[DeviceBuffer<R>]) -> Result<Vec<DeviceBuffer<R>>> {

@@ -22,6 +22,7 @@ mod group;
 mod kernels;
 mod op;
 mod portable;
+mod tensors;
 pub mod probe;
 pub mod transport;
 pub mod wgpu_devices;
@@ -29,13 +30,13 @@ pub mod wgpu_devices;
 pub use algorithms::shard_ranges;
 pub use communicator::Communicator;
 pub use config::{Algorithm, CollectiveConfig};
-pub use cube_tensors::CubeTensorOf;
 pub use dtype::DType;
 pub use error::{CollectiveError, Result};
 pub use fabric::device::DeviceBuffer;
 pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable::PortableGroup;
+pub use tensors::{TensorBridge, TensorCollectives};
 pub use transport::{CollectiveRuntime, Rank, Transport};
 
 /// The collectives a group of N ranks runs. Every method takes one buffer per rank, in rank
@@ -46,11 +47,19 @@ pub trait Collectives: Send + Sync + 'static {
 
     /// Number of ranks.
     fn size(&self) -> usize;
+    /// Elements in a buffer.
+    fn buf_len(&self, buf: &Self::Buf) -> usize;
     /// Reduce in place: afterwards every rank holds `op` over all ranks' buffers.
     fn all_reduce(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<()>;
     /// Reduce, returning to rank r its part `shard_ranges(len, N)[r]` of the result.
     /// The input buffers are used as scratch space.
-    fn reduce_scatter(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<Vec<Self::Buf>>;
+    fn reduce_scatter(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<Vec<Self::Buf>> {
+        let len = bufs.first().map_or(0, |b| self.buf_len(b));
+        let parts: Vec<usize> = shard_ranges(len, self.size()).iter().map(|r| r.len()).collect();
+        self.reduce_scatter_parts(bufs, op, &parts)
+    }
+    /// Reduce, returning to rank r the `parts[r]` elements that follow the parts of ranks < r.
+    fn reduce_scatter_parts(&self, bufs: &mut [Self::Buf], op: ReduceOp, parts: &[usize]) -> Result<Vec<Self::Buf>>;
     /// Concatenate the shards (lengths may differ) in rank order, on every rank.
     fn all_gather(&self, shards: &[Self::Buf]) -> Result<Vec<Self::Buf>>;
     /// Copy the root's buffer into every rank's buffer, in place.

@@ -69,17 +69,6 @@ impl<B: Backend> PortableGroup<B> {
         }
         Ok(PortableFabric { devices: &self.devices, dtype, elem_size: dtype.size() })
     }
-
-    /// All-reduce tensors of any shape (one per rank, same shape); returns the results.
-    pub fn all_reduce_tensors<const D: usize>(&self, tensors: Vec<Tensor<B, D>>, op: ReduceOp) -> Result<Vec<Tensor<B, D>>> {
-        let shapes: Vec<_> = tensors.iter().map(|t| t.shape()).collect();
-        let mut flat: Vec<Tensor<B, 1>> = tensors.into_iter().map(|t| t.flatten(0, D - 1)).collect();
-        if let Some(r) = shapes.iter().position(|s| s != &shapes[0]) {
-            return Err(CollectiveError::LengthMismatch { rank: r, expected: shapes[0].num_elements(), got: shapes[r].num_elements() });
-        }
-        self.all_reduce(&mut flat, op)?;
-        Ok(flat.into_iter().zip(shapes).map(|(t, s)| t.reshape(s)).collect())
-    }
 }
 
 /// The collective dtype of a Burn float dtype (f64 is reduced as-is and reported as f32-class).
@@ -92,8 +81,22 @@ fn portable_dtype(d: burn_tensor::DType) -> Option<crate::DType> {
     }
 }
 
+impl<B: Backend> crate::TensorBridge<B> for PortableGroup<B> {
+    fn buf_from_tensor(&self, _rank: usize, t: Tensor<B, 1>) -> Result<Tensor<B, 1>> {
+        Ok(t)
+    }
+
+    fn tensor_from_buf(&self, _rank: usize, buf: Tensor<B, 1>) -> Tensor<B, 1> {
+        buf
+    }
+}
+
 impl<B: Backend> Collectives for PortableGroup<B> {
     type Buf = Tensor<B, 1>;
+
+    fn buf_len(&self, buf: &Tensor<B, 1>) -> usize {
+        buf.dims()[0]
+    }
 
     fn size(&self) -> usize {
         self.devices.len()
@@ -104,9 +107,9 @@ impl<B: Backend> Collectives for PortableGroup<B> {
         algorithms::all_reduce(&f, bufs, op, &self.config)
     }
 
-    fn reduce_scatter(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp) -> Result<Vec<Tensor<B, 1>>> {
+    fn reduce_scatter_parts(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp, parts: &[usize]) -> Result<Vec<Tensor<B, 1>>> {
         let f = self.fabric(bufs, true)?;
-        algorithms::reduce_scatter(&f, bufs, op, &self.config)
+        algorithms::reduce_scatter(&f, bufs, op, parts, &self.config)
     }
 
     fn all_gather(&self, shards: &[Tensor<B, 1>]) -> Result<Vec<Tensor<B, 1>>> {

@@ -5,7 +5,7 @@ mod common;
 use burn_cubecl::CubeBackend;
 use burn_tensor::{Tensor, TensorData};
 use cubecl::wgpu::WgpuRuntime;
-use firemesh_collective::{Group, ReduceOp};
+use firemesh_collective::{Group, ReduceOp, TensorCollectives};
 // Burn implements its device trait for `WgpuDevice` in burn-wgpu.
 use burn_wgpu as _;
 
@@ -38,10 +38,10 @@ fn burn_wgpu_tensors_all_reduce_in_device_memory() {
 }
 
 #[test]
-fn tensors_of_different_shapes_are_rejected() {
-    let Some(devices) = common::wgpu_or_skip(2) else { return };
-    let group = Group::new(devices.clone()).unwrap();
-    let a = Tensor::<B, 1>::ones([8], &devices[0]);
-    let b = Tensor::<B, 1>::ones([9], &devices[1]);
-    assert!(group.all_reduce_tensors(vec![a, b], ReduceOp::Sum).is_err());
+fn every_tensor_collective_on_wgpu() {
+    for n in [1, 3, 4] {
+        let Some(devices) = common::wgpu_or_skip(n) else { return };
+        let group = Group::new(devices.clone()).unwrap();
+        common::check_tensor_ops::<B, _>(&group, &devices);
+    }
 }

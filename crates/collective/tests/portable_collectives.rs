@@ -5,7 +5,7 @@ mod common;
 use burn_ndarray::{NdArray, NdArrayDevice};
 use burn_tensor::{Tensor, TensorData};
 use common::Harness;
-use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup, ReduceOp};
+use firemesh_collective::{CollectiveConfig, DType, PortableGroup};
 
 type B = NdArray<f32>;
 
@@ -57,16 +57,9 @@ fn four_million_elements() {
 }
 
 #[test]
-fn tensors_of_any_shape() {
-    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
-    let ts: Vec<Tensor<B, 3>> = (0..3)
-        .map(|r| Tensor::from_data(TensorData::new(common::integer_input(r, 24), [2, 3, 4]).convert::<f32>(), &NdArrayDevice::Cpu))
-        .collect();
-    let want = common::reference(ReduceOp::Max, &(0..3).map(|r| common::integer_input(r, 24)).collect::<Vec<_>>());
-    let out = g.all_reduce_tensors(ts, ReduceOp::Max).unwrap();
-    for t in out {
-        assert_eq!(t.dims(), [2, 3, 4]);
-        assert_eq!(t.into_data().convert::<f64>().to_vec::<f64>().unwrap(), want);
+fn every_tensor_collective_on_ndarray() {
+    for n in [1, 3, 4] {
+        let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap();
+        common::check_tensor_ops::<B, _>(&g, &vec![NdArrayDevice::Cpu; n]);
     }
-    assert_eq!(g.size(), 3);
 }

@@ -32,16 +32,21 @@ pub(crate) fn all_reduce<F: Fabric>(
     }
 }
 
-/// Reduce, leaving rank r with the r-th part of [`shard_ranges`]`(len, N)`.
-/// The input buffers are used as scratch space.
+/// Reduce, leaving rank r with elements `parts[r]` of the result (the parts are back to back
+/// and cover the buffer). The input buffers are used as scratch space.
 pub(crate) fn reduce_scatter<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
     op: ReduceOp,
+    parts: &[usize],
     cfg: &CollectiveConfig,
 ) -> Result<Vec<F::Buf>> {
     let n = bufs.len();
-    let parts = shard_ranges(f.len(&bufs[0]), n);
+    let len = f.len(&bufs[0]);
+    if parts.len() != n || parts.iter().sum::<usize>() != len {
+        return Err(crate::CollectiveError::BadPartition { parts: parts.to_vec(), len });
+    }
+    let parts = ranges_from_lens(parts);
     if n > 1 {
         match cfg.resolve(f.len(&bufs[0]) * f.elem_size()) {
             Algorithm::OneShot => one_shot::reduce_scatter(f, bufs, &parts, op.pairwise(), cfg)?,

@@ -11,7 +11,9 @@ use std::sync::Mutex;
 
 /// Copies between CUDA devices with `cuMemcpyPeer` in the devices' primary contexts (the ones
 /// CubeCL uses). Ordering against CubeCL's streams: both clients are synchronized before the
-/// copy, and the copy is synchronous, so kernels queued after it see the data.
+/// copy and the copy is complete before `copy` returns, so kernels queued after it see the data.
+/// Correct but synchronous: overlap comes only from the ring running its links on parallel host
+/// threads (event-based ordering on CubeCL's streams is the next step).
 #[derive(Default)]
 pub struct CudaPeerCopy {
     peers_enabled: Mutex<HashSet<(usize, usize)>>,
@@ -89,6 +91,9 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         unsafe {
             check(from.index, "cuCtxSetCurrent", sys::cuCtxSetCurrent(src_ctx))?;
             check(from.index, "cuMemcpyPeer", sys::cuMemcpyPeer(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes))?;
+            // A device-to-device copy may return before it completes, on the legacy stream that
+            // CubeCL's non-blocking streams do not wait for: finish it before kernels use `dst`.
+            check(from.index, "cuCtxSynchronize", sys::cuCtxSynchronize())?;
             sys::cuDevicePrimaryCtxRelease_v2(src_dev);
             sys::cuDevicePrimaryCtxRelease_v2(dst_dev);
         }

@@ -220,3 +220,54 @@ impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
         g.download(buf).expect("download")
     }
 }
+
+/// The four collectives on Burn tensors of rank 2 and 3 through a [`TensorCollectives`] group,
+/// checked against host references. `devices[r]` is rank r's device.
+pub fn check_tensor_ops<B, G>(g: &G, devices: &[B::Device])
+where
+    B: burn_tensor::backend::Backend,
+    G: firemesh_collective::TensorCollectives<B>,
+{
+    use burn_tensor::{Tensor, TensorData};
+    let n = devices.len();
+    let make = |r: usize, dims: [usize; 2]| -> (Vec<f64>, Tensor<B, 2>) {
+        let v = integer_input(r, dims[0] * dims[1]);
+        let t = Tensor::from_data(TensorData::new(v.iter().map(|&x| x as f32).collect(), dims), &devices[r]);
+        (v, t)
+    };
+    let host = |t: Tensor<B, 2>| -> Vec<f64> { t.into_data().convert::<f64>().to_vec::<f64>().unwrap() };
+
+    // all-reduce, max
+    let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [7, 3])).unzip();
+    let want = reference(ReduceOp::Max, &vals);
+    for t in g.all_reduce_tensors(ts, ReduceOp::Max).unwrap() {
+        assert_eq!(t.dims(), [7, 3]);
+        assert_eq!(host(t), want);
+    }
+    // reduce-scatter by rows: rank r gets rows shard_ranges(7, n)[r] of the sum
+    let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [7, 3])).unzip();
+    let want = reference(ReduceOp::Sum, &vals);
+    for (t, rows) in g.reduce_scatter_tensors(ts, ReduceOp::Sum).unwrap().into_iter().zip(shard_ranges(7, n)) {
+        assert_eq!(t.dims(), [rows.len(), 3]);
+        assert_eq!(host(t), want[rows.start * 3..rows.end * 3]);
+    }
+    // all-gather of uneven row blocks
+    let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [r + 1, 3])).unzip();
+    let want: Vec<f64> = vals.concat();
+    let rows = n * (n + 1) / 2;
+    for t in g.all_gather_tensors(ts).unwrap() {
+        assert_eq!(t.dims(), [rows, 3]);
+        assert_eq!(host(t), want);
+    }
+    // broadcast from the last rank
+    let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [2, 5])).unzip();
+    for t in g.broadcast_tensors(ts, n - 1).unwrap() {
+        assert_eq!(host(t), vals[n - 1]);
+    }
+    // shapes must agree
+    let ts: Vec<_> = (0..n).map(|r| make(r, [2 + r % 2, 3]).1).collect();
+    if n > 1 {
+        let err = g.all_reduce_tensors(ts, ReduceOp::Sum).unwrap_err();
+        assert!(matches!(err, firemesh_collective::CollectiveError::ShapeMismatch { rank: 1, .. }), "{err}");
+    }
+}
