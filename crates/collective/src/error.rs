@@ -19,6 +19,8 @@ pub enum CollectiveError {
     ShapeMismatch { rank: usize, expected: Vec<usize>, got: Vec<usize> },
     #[error("rank {rank} holds {got:?} but rank 0 holds {expected:?}; all ranks must pass the same dtype")]
     DTypeMismatch { rank: usize, expected: crate::DType, got: crate::DType },
+    #[error("rank {rank}: {len} elements is more than a collective buffer holds (2^32 - 1)")]
+    TooLarge { rank: usize, len: usize },
     #[error("dtype {dtype:?} is not supported on rank {rank}'s device")]
     UnsupportedDType { rank: usize, dtype: crate::DType },
     #[error("rank {rank}: buffer of {bytes} bytes is not a whole number of {dtype:?} elements")]

@@ -157,6 +157,9 @@ impl<R: CollectiveRuntime> Group<R> {
             if buf.dtype != dtype {
                 return Err(CollectiveError::DTypeMismatch { rank: r, expected: dtype, got: buf.dtype });
             }
+            if buf.len > u32::MAX as usize {
+                return Err(CollectiveError::TooLarge { rank: r, len: buf.len });
+            }
             if same_len && buf.len != len {
                 return Err(CollectiveError::LengthMismatch { rank: r, expected: len, got: buf.len });
             }

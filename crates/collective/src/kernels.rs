@@ -62,6 +62,7 @@ fn grid<R: Runtime>(client: &ComputeClient<R>, units: usize) -> (CubeCount, Cube
 }
 
 fn offset(v: usize) -> u32 {
+    // `Group` rejects buffers of 2^32 elements or more before any kernel launch.
     u32::try_from(v).expect("collective buffers are limited to 2^32 elements")
 }
 

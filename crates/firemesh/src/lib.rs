@@ -4,3 +4,4 @@
 pub use firemesh_collective as collective;
 
 pub mod mesh;
+pub mod train;

@@ -46,6 +46,16 @@ where
         &self.replicas[rank]
     }
 
+    /// Largest absolute difference between a parameter of any replica and replica 0's:
+    /// 0 while the replicas are in lockstep.
+    pub fn replica_divergence(&self) -> f64 {
+        let reference = param_values::<B, M>(&self.replicas[0]);
+        self.replicas[1..]
+            .iter()
+            .flat_map(|m| param_values::<B, M>(m).into_iter().zip(reference.iter()).map(|(a, b)| (a - b).abs()).collect::<Vec<_>>())
+            .fold(0.0, f64::max)
+    }
+
     /// One step: `loss_of(r, replica)` is rank r's mean loss over its shard (shards of equal
     /// size make the mean over ranks the loss of the whole batch). Ranks compute concurrently.
     /// Returns the mean loss over ranks.
@@ -107,6 +117,19 @@ fn independent_copy<B: AutodiffBackend, M: AutodiffModule<B>>(model: M, device: 
         }
     }
     model.fork(device).map(&mut FreshLeaves)
+}
+
+/// Every float parameter of `model`, in module order.
+fn param_values<B: AutodiffBackend, M: AutodiffModule<B>>(model: &M) -> Vec<f64> {
+    struct Values(Vec<f64>);
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Values {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0.extend(param.val().into_data().convert::<f64>().iter::<f64>());
+        }
+    }
+    let mut v = Values(Vec::new());
+    model.visit(&mut v);
+    v.0
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

@@ -87,6 +87,7 @@ fn check(ranks: usize, rows_per_rank: usize) {
         first_loss.get_or_insert(loss);
     }
 
+    assert_eq!(dp.replica_divergence(), 0.0);
     let want = params(&single);
     for r in 0..ranks {
         let got = params(dp.replica(r));

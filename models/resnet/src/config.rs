@@ -100,7 +100,10 @@ impl ResNetConfig {
         if self.blocks_per_stage.is_empty() || self.blocks_per_stage.contains(&0) {
             return Err(invalid(
                 "blocks_per_stage",
-                format!("must list at least one stage, each with at least one block, got {:?}", self.blocks_per_stage),
+                format!(
+                    "must list at least one stage, each with at least one block, got {:?}",
+                    self.blocks_per_stage
+                ),
             ));
         }
         if self.blocks_per_stage.len() > 8 {
@@ -121,7 +124,9 @@ impl ResNetConfig {
             let blocks = (0..blocks)
                 .map(|i| {
                     let stride = if i == 0 { first_stride } else { 1 };
-                    let block = self.block.init(channels, planes, stride, self.zero_init_residual, device);
+                    let block =
+                        self.block
+                            .init(channels, planes, stride, self.zero_init_residual, device);
                     channels = planes * self.block.expansion();
                     block
                 })

@@ -29,7 +29,11 @@ fn batchnorm_channels(depth: usize) -> usize {
         let planes = 64 << stage;
         for block in 0..blocks {
             let out = planes * expansion;
-            total += if expansion == 1 { 2 * planes } else { 2 * planes + out };
+            total += if expansion == 1 {
+                2 * planes
+            } else {
+                2 * planes + out
+            };
             if block == 0 && (stage > 0 || channels != out) {
                 total += out; // projection shortcut
             }
@@ -43,10 +47,17 @@ fn batchnorm_channels(depth: usize) -> usize {
 fn resnet18_and_resnet50_built_modules_match_torchvision_via_burn_num_params() {
     let device = Default::default();
     for depth in [18, 50] {
-        let model = ResNetConfig::from_depth(depth, 1000).unwrap().init::<B>(&device).unwrap();
+        let model = ResNetConfig::from_depth(depth, 1000)
+            .unwrap()
+            .init::<B>(&device)
+            .unwrap();
         let running_stats = 2 * batchnorm_channels(depth);
         // Burn's count materializes every tensor and includes BatchNorm running statistics.
-        assert_eq!(model.num_params(), expected(depth) + running_stats, "resnet{depth}");
+        assert_eq!(
+            model.num_params(),
+            expected(depth) + running_stats,
+            "resnet{depth}"
+        );
         let count = count_params(&model);
         assert_eq!(count.trainable, expected(depth), "resnet{depth}");
         assert_eq!(count.running_stats, running_stats, "resnet{depth}");
@@ -57,10 +68,17 @@ fn resnet18_and_resnet50_built_modules_match_torchvision_via_burn_num_params() {
 fn every_imagenet_depth_matches_torchvision_without_allocating_weights() {
     let device = Default::default();
     for (depth, torchvision) in TORCHVISION {
-        let model = ResNetConfig::from_depth(depth, 1000).unwrap().init::<B>(&device).unwrap();
+        let model = ResNetConfig::from_depth(depth, 1000)
+            .unwrap()
+            .init::<B>(&device)
+            .unwrap();
         let count = count_params(&model);
         assert_eq!(count.trainable, torchvision, "resnet{depth}");
-        assert_eq!(count.running_stats, 2 * batchnorm_channels(depth), "resnet{depth}");
+        assert_eq!(
+            count.running_stats,
+            2 * batchnorm_channels(depth),
+            "resnet{depth}"
+        );
     }
 }
 
