@@ -44,6 +44,16 @@ pub enum CollectiveError {
 /// Result of a collective.
 pub type Result<T> = std::result::Result<T, CollectiveError>;
 
+/// A group lists each device once (`new_shared` constructors opt out on purpose).
+pub(crate) fn ensure_distinct<D: PartialEq + std::fmt::Debug>(devices: &[D]) -> Result<()> {
+    for (i, a) in devices.iter().enumerate() {
+        if let Some(j) = devices[..i].iter().position(|b| b == a) {
+            return Err(CollectiveError::DuplicateRank { first: j, second: i, device: format!("{a:?}") });
+        }
+    }
+    Ok(())
+}
+
 /// Run `f`, turning a panic inside the runtime (CubeCL reports many device
 /// failures by panicking on its server thread) into an error for `rank`.
 pub(crate) fn catch_runtime<T>(rank: usize, f: impl FnOnce() -> T) -> Result<T> {

@@ -18,11 +18,7 @@ pub struct Group<R: CollectiveRuntime> {
 impl<R: CollectiveRuntime> Group<R> {
     /// A group with one rank per device; a device may appear only once.
     pub fn new(devices: Vec<R::Device>) -> Result<Self> {
-        for (i, a) in devices.iter().enumerate() {
-            if let Some(j) = devices[..i].iter().position(|b| b == a) {
-                return Err(CollectiveError::DuplicateRank { first: j, second: i, device: format!("{a:?}") });
-            }
-        }
+        crate::error::ensure_distinct(&devices)?;
         Self::new_shared(devices)
     }
 

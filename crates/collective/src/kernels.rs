@@ -56,9 +56,16 @@ fn vector_width(values: &[usize]) -> usize {
     [4usize, 2, 1].into_iter().find(|w| values.iter().all(|v| v % w == 0)).unwrap_or(1)
 }
 
-fn grid<R: Runtime>(client: &ComputeClient<R>, units: usize) -> (CubeCount, CubeDim) {
-    let dim = CubeDim::new(client, units.max(1));
-    (calculate_cube_count_elemwise(client, units.max(1), dim), dim)
+/// Launch geometry for `count` elements whose offsets and lengths are `aligned`: the vector
+/// width and the grid, or `None` when there is nothing to do.
+fn plan<R: Runtime>(client: &ComputeClient<R>, count: usize, aligned: &[usize]) -> Option<(usize, CubeCount, CubeDim)> {
+    if count == 0 {
+        return None;
+    }
+    let w = vector_width(aligned);
+    let units = count / w;
+    let dim = CubeDim::new(client, units);
+    Some((w, calculate_cube_count_elemwise(client, units, dim), dim))
 }
 
 fn offset(v: usize) -> u32 {
@@ -93,11 +100,7 @@ pub(crate) fn combine<R: Runtime>(
     src_len: usize,
     op: Combine,
 ) {
-    if src_len == 0 {
-        return;
-    }
-    let w = vector_width(&[dst_len, dst_at, src_len]);
-    let (count, dim) = grid(client, src_len / w);
+    let Some((w, count, dim)) = plan(client, src_len, &[dst_len, dst_at, src_len]) else { return };
     launch_float!(
         dtype,
         combine_kernel,
@@ -125,11 +128,7 @@ pub(crate) fn copy<R: Runtime>(
     src_at: usize,
     count: usize,
 ) {
-    if count == 0 {
-        return;
-    }
-    let w = vector_width(&[dst_len, dst_at, src_len, src_at, count]);
-    let (grid_count, dim) = grid(client, count / w);
+    let Some((w, grid_count, dim)) = plan(client, count, &[dst_len, dst_at, src_len, src_at, count]) else { return };
     launch_float!(
         dtype,
         copy_kernel,
@@ -155,11 +154,7 @@ pub(crate) fn divide<R: Runtime>(
     count: usize,
     divisor: usize,
 ) {
-    if count == 0 {
-        return;
-    }
-    let w = vector_width(&[buf_len, at, count]);
-    let (grid_count, dim) = grid(client, count / w);
+    let Some((w, grid_count, dim)) = plan(client, count, &[buf_len, at, count]) else { return };
     launch_float!(
         dtype,
         divide_kernel,

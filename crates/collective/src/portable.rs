@@ -13,11 +13,7 @@ pub struct PortableGroup<B: Backend> {
 impl<B: Backend> PortableGroup<B> {
     /// A group with one rank per device; a device may appear only once.
     pub fn new(devices: Vec<B::Device>) -> Result<Self> {
-        for (i, a) in devices.iter().enumerate() {
-            if let Some(j) = devices[..i].iter().position(|b| b == a) {
-                return Err(CollectiveError::DuplicateRank { first: j, second: i, device: format!("{a:?}") });
-            }
-        }
+        crate::error::ensure_distinct(&devices)?;
         Self::new_shared(devices)
     }
 
