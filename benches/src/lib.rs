@@ -69,7 +69,13 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn new(implementation: &str, backend: &str, ranks: usize, bytes: usize, seconds: f64) -> Self {
+    pub fn new(
+        implementation: &str,
+        backend: &str,
+        ranks: usize,
+        bytes: usize,
+        seconds: f64,
+    ) -> Self {
         let a = algbw(bytes, seconds);
         Self {
             implementation: implementation.into(),
@@ -84,7 +90,12 @@ impl Row {
 }
 
 /// Write `json` and `markdown` to `dir/name.{json,md}`, creating `dir`.
-pub fn write_results(dir: &str, name: &str, json: &impl Serialize, markdown: &str) -> std::io::Result<()> {
+pub fn write_results(
+    dir: &str,
+    name: &str,
+    json: &impl Serialize,
+    markdown: &str,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
     std::fs::write(format!("{dir}/{name}.json"), text)?;

@@ -49,5 +49,8 @@ fn class_folders_become_labels_and_pixels_become_planes() {
     std::fs::remove_dir_all(&root).unwrap();
 
     let err = ImageFolder::open(&root).err().unwrap();
-    assert!(matches!(&err, DatasetError::Io { path, .. } if path == &root), "{err}");
+    assert!(
+        matches!(&err, DatasetError::Io { path, .. } if path == &root),
+        "{err}"
+    );
 }

@@ -7,7 +7,10 @@ use burn_ndarray::{NdArray, NdArrayDevice};
 use burn_tensor::Tensor;
 use clap::Parser;
 use firemesh_benches::{memcpy_gbps, seconds, size_label, time_median, write_results, Row};
-use firemesh_collective::{probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives, DType, Group, PortableGroup, ReduceOp};
+use firemesh_collective::{
+    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives, DType, Group, PortableGroup,
+    ReduceOp,
+};
 
 type Cpu = NdArray<f32>;
 
@@ -39,7 +42,11 @@ struct Args {
 fn main() {
     let args = Args::parse();
     let cuda = probe::cuda_devices();
-    let wgpu = if args.no_wgpu { None } else { wgpu_devices(*args.ranks.iter().max().unwrap_or(&2)).ok() };
+    let wgpu = if args.no_wgpu {
+        None
+    } else {
+        wgpu_devices(*args.ranks.iter().max().unwrap_or(&2)).ok()
+    };
     let mut sizes = vec![];
     let mut b = args.min_kib << 10;
     while b <= args.max_mib << 20 {
@@ -58,18 +65,41 @@ fn main() {
             let memcpy = memcpy_gbps(bytes);
             let cuda_row = (!cuda.is_empty()).then(|| {
                 let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
-                device_point("ours", "cuda", Group::<cubecl::cuda::CudaRuntime>::new_shared(devices).expect("cuda group"), len, args.iters)
+                device_point(
+                    "ours",
+                    "cuda",
+                    Group::<cubecl::cuda::CudaRuntime>::new_shared(devices).expect("cuda group"),
+                    len,
+                    args.iters,
+                )
             });
-            let wgpu_row = wgpu.as_ref().map(|d| device_point("ours", "wgpu", Group::<cubecl::wgpu::WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group"), len, args.iters));
+            let wgpu_row = wgpu.as_ref().map(|d| {
+                device_point(
+                    "ours",
+                    "wgpu",
+                    Group::<cubecl::wgpu::WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group"),
+                    len,
+                    args.iters,
+                )
+            });
             let on_cpu = bytes <= args.cpu_max_mib << 20;
             let ours_cpu = on_cpu.then(|| portable_point(n, len, args.iters));
-            let peer_cpu = if on_cpu { peer_point(n, len, args.iters) } else { None };
-            let bw = |r: &Option<Row>| r.as_ref().map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps));
+            let peer_cpu = if on_cpu {
+                peer_point(n, len, args.iters)
+            } else {
+                None
+            };
+            let bw = |r: &Option<Row>| {
+                r.as_ref()
+                    .map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps))
+            };
             let ratio = match (&peer_cpu, &ours_cpu) {
                 (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
                 _ => "–".into(),
             };
-            let vs_memcpy = wgpu_row.as_ref().map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy));
+            let vs_memcpy = wgpu_row
+                .as_ref()
+                .map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy));
             let line = format!(
                 "| {n} | {} | {} | {} | {} | {} | {ratio} | {memcpy:.2} | {vs_memcpy} |\n",
                 size_label(bytes),
@@ -80,8 +110,18 @@ fn main() {
             );
             print!("{line}");
             md += &line;
-            rows.extend([cuda_row, wgpu_row, ours_cpu, peer_cpu].into_iter().flatten());
-            rows.push(Row::new("host-memcpy", "host", 1, bytes, bytes as f64 / memcpy / 1e9));
+            rows.extend(
+                [cuda_row, wgpu_row, ours_cpu, peer_cpu]
+                    .into_iter()
+                    .flatten(),
+            );
+            rows.push(Row::new(
+                "host-memcpy",
+                "host",
+                1,
+                bytes,
+                bytes as f64 / memcpy / 1e9,
+            ));
         }
     }
     if cuda.is_empty() {
@@ -94,14 +134,24 @@ fn main() {
 }
 
 /// Our all-reduce on CubeCL devices, timed from queued to finished on every device.
-fn device_point<R: CollectiveRuntime>(implementation: &str, backend: &str, group: Group<R>, len: usize, iters: usize) -> Row {
+fn device_point<R: CollectiveRuntime>(
+    implementation: &str,
+    backend: &str,
+    group: Group<R>,
+    len: usize,
+    iters: usize,
+) -> Row {
     let n = group.size();
     let values: Vec<f64> = (0..len).map(|i| (i % 7) as f64).collect();
-    let mut bufs: Vec<_> = (0..n).map(|r| group.upload(r, DType::F32, &values).expect("upload")).collect();
+    let mut bufs: Vec<_> = (0..n)
+        .map(|r| group.upload(r, DType::F32, &values).expect("upload"))
+        .collect();
     let secs = time_median(iters, || {
         group.sync().expect("sync");
         seconds(|| {
-            group.all_reduce(&mut bufs, ReduceOp::Max).expect("all_reduce");
+            group
+                .all_reduce(&mut bufs, ReduceOp::Max)
+                .expect("all_reduce");
             group.sync().expect("sync");
         })
     });
@@ -109,7 +159,9 @@ fn device_point<R: CollectiveRuntime>(implementation: &str, backend: &str, group
 }
 
 fn cpu_inputs(n: usize, len: usize) -> Vec<Tensor<Cpu, 1>> {
-    (0..n).map(|r| Tensor::<Cpu, 1>::full([len], r as f32, &NdArrayDevice::Cpu)).collect()
+    (0..n)
+        .map(|r| Tensor::<Cpu, 1>::full([len], r as f32, &NdArrayDevice::Cpu))
+        .collect()
 }
 
 /// Our portable all-reduce over NdArray tensors.
@@ -117,7 +169,11 @@ fn portable_point(n: usize, len: usize, iters: usize) -> Row {
     let group = PortableGroup::<Cpu>::new_shared(vec![NdArrayDevice::Cpu; n]).expect("group");
     let secs = time_median(iters, || {
         let mut bufs = cpu_inputs(n, len);
-        seconds(|| group.all_reduce(&mut bufs, ReduceOp::Sum).expect("all_reduce"))
+        seconds(|| {
+            group
+                .all_reduce(&mut bufs, ReduceOp::Sum)
+                .expect("all_reduce")
+        })
     });
     Row::new("ours", "ndarray", n, len * 4, secs)
 }
@@ -125,12 +181,17 @@ fn portable_point(n: usize, len: usize, iters: usize) -> Row {
 /// burn-collective's ring all-reduce on the same NdArray data: one thread per rank.
 #[cfg(feature = "burn-collective")]
 fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
-    use burn_collective::{all_reduce, finish_collective, register, AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation};
+    use burn_collective::{
+        all_reduce, finish_collective, register, AllReduceStrategy, CollectiveConfig, PeerId,
+        ReduceOperation,
+    };
     use std::sync::{Barrier, Mutex};
     if len % n != 0 || len < n {
         return None; // its ring needs equal slices
     }
-    let config = CollectiveConfig::default().with_num_devices(n).with_local_all_reduce_strategy(AllReduceStrategy::Ring);
+    let config = CollectiveConfig::default()
+        .with_num_devices(n)
+        .with_local_all_reduce_strategy(AllReduceStrategy::Ring);
     let barrier = Barrier::new(n);
     let samples = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -155,7 +216,13 @@ fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
     });
     let mut samples = samples.into_inner().unwrap();
     samples.sort_by(f64::total_cmp);
-    Some(Row::new("burn-collective", "ndarray", n, len * 4, samples[samples.len() / 2]))
+    Some(Row::new(
+        "burn-collective",
+        "ndarray",
+        n,
+        len * 4,
+        samples[samples.len() / 2],
+    ))
 }
 
 #[cfg(not(feature = "burn-collective"))]

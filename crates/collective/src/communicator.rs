@@ -42,10 +42,19 @@ impl<G: Collectives> Communicator<G> {
         let shared = Arc::new(Shared {
             group,
             timeout,
-            state: Mutex::new(State { round: 0, slots: (0..n).map(|_| None).collect(), done: HashMap::new() }),
+            state: Mutex::new(State {
+                round: 0,
+                slots: (0..n).map(|_| None).collect(),
+                done: HashMap::new(),
+            }),
             arrived: Condvar::new(),
         });
-        (0..n).map(|rank| Self { shared: shared.clone(), rank }).collect()
+        (0..n)
+            .map(|rank| Self {
+                shared: shared.clone(),
+                rank,
+            })
+            .collect()
     }
 
     pub fn rank(&self) -> usize {
@@ -85,7 +94,11 @@ impl<G: Collectives> Communicator<G> {
         let round = state.round;
         state.slots[self.rank] = Some((request, buf));
         if state.slots.iter().all(Option::is_some) {
-            let entries: Vec<(Request, G::Buf)> = state.slots.iter_mut().map(|e| e.take().expect("all present")).collect();
+            let entries: Vec<(Request, G::Buf)> = state
+                .slots
+                .iter_mut()
+                .map(|e| e.take().expect("all present"))
+                .collect();
             let results = run(&s.group, entries);
             finish(&mut state, round, results);
             s.arrived.notify_all();
@@ -94,21 +107,40 @@ impl<G: Collectives> Communicator<G> {
             while !state.done.contains_key(&round) {
                 let now = Instant::now();
                 if now >= deadline {
-                    let missing: Vec<usize> = state.slots.iter().enumerate().filter(|(_, e)| e.is_none()).map(|(r, _)| r).collect();
+                    let missing: Vec<usize> = state
+                        .slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| e.is_none())
+                        .map(|(r, _)| r)
+                        .collect();
                     for e in state.slots.iter_mut() {
                         *e = None;
                     }
-                    let err = CollectiveError::Timeout { missing, timeout: s.timeout };
+                    let err = CollectiveError::Timeout {
+                        missing,
+                        timeout: s.timeout,
+                    };
                     let n = state.slots.len();
-                    finish(&mut state, round, (0..n).map(|_| Err(err.clone())).collect());
+                    finish(
+                        &mut state,
+                        round,
+                        (0..n).map(|_| Err(err.clone())).collect(),
+                    );
                     s.arrived.notify_all();
                     break;
                 }
-                state = s.arrived.wait_timeout(state, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+                state = s
+                    .arrived
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
         let results = state.done.get_mut(&round).expect("round finished");
-        let mine = results[self.rank].take().expect("each rank takes its result once");
+        let mine = results[self.rank]
+            .take()
+            .expect("each rank takes its result once");
         if results.iter().all(Option::is_none) {
             state.done.remove(&round);
         }
@@ -117,7 +149,9 @@ impl<G: Collectives> Communicator<G> {
 }
 
 fn finish<B>(state: &mut State<B>, round: u64, results: Vec<Result<B>>) {
-    state.done.insert(round, results.into_iter().map(Some).collect());
+    state
+        .done
+        .insert(round, results.into_iter().map(Some).collect());
     state.round = round + 1;
 }
 
@@ -129,7 +163,10 @@ fn run<G: Collectives>(group: &G, entries: Vec<(Request, G::Buf)>) -> Vec<Result
     let outcome = match requests.iter().position(|r| *r != request) {
         Some(rank) => Err(CollectiveError::RankFailed {
             rank,
-            reason: format!("rank {rank} called {:?} while rank 0 called {request:?}", requests[rank]),
+            reason: format!(
+                "rank {rank} called {:?} while rank 0 called {request:?}",
+                requests[rank]
+            ),
         }),
         None => match request {
             Request::AllReduce(op) => group.all_reduce(&mut bufs, op).map(|()| bufs),

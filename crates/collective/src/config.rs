@@ -46,7 +46,10 @@ impl Default for CollectiveConfig {
 impl CollectiveConfig {
     /// A config that always uses `algorithm`.
     pub fn with_algorithm(algorithm: Algorithm) -> Self {
-        Self { algorithm, ..Self::default() }
+        Self {
+            algorithm,
+            ..Self::default()
+        }
     }
 
     /// The algorithm used for a message of `bytes` per rank.

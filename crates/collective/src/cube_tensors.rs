@@ -3,7 +3,9 @@
 
 use crate::fabric::{device::DeviceFabric, Fabric};
 use crate::{CollectiveError, CollectiveRuntime, DType, DeviceBuffer, Group, Result, TensorBridge};
-use burn_cubecl::{kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement};
+use burn_cubecl::{
+    kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement,
+};
 use burn_tensor::{backend::DeviceOps, Shape, Tensor, TensorPrimitive};
 use cubecl::stream_id::StreamId;
 
@@ -12,7 +14,10 @@ fn collective_dtype(rank: usize, d: burn_tensor::DType) -> Result<DType> {
         burn_tensor::DType::F32 | burn_tensor::DType::Flex32 => Ok(DType::F32),
         burn_tensor::DType::F16 => Ok(DType::F16),
         burn_tensor::DType::BF16 => Ok(DType::BF16),
-        other => Err(CollectiveError::RankFailed { rank, reason: format!("collectives reduce f32/f16/bf16 tensors; got {other:?}") }),
+        other => Err(CollectiveError::RankFailed {
+            rank,
+            reason: format!("collectives reduce f32/f16/bf16 tensors; got {other:?}"),
+        }),
     }
 }
 
@@ -34,22 +39,50 @@ where
 {
     /// The tensor's own memory when no other tensor shares it, else a private copy, so the
     /// in-place collectives never change another tensor.
-    fn buf_from_tensor(&self, rank: usize, t: Tensor<CubeBackend<R, F, I, BT>, 1>) -> Result<DeviceBuffer<R>> {
+    fn buf_from_tensor(
+        &self,
+        rank: usize,
+        t: Tensor<CubeBackend<R, F, I, BT>, 1>,
+    ) -> Result<DeviceBuffer<R>> {
         let p: CubeTensor<R> = into_contiguous(t.into_primitive().tensor());
         let dtype = collective_dtype(rank, p.dtype)?;
         let exclusive = p.can_mut() && p.is_contiguous_buffer();
-        let buf = DeviceBuffer::from_handle(p.handle.clone(), p.meta.shape().num_elements(), dtype, p.device.clone());
+        let buf = DeviceBuffer::from_handle(
+            p.handle.clone(),
+            p.meta.shape().num_elements(),
+            dtype,
+            p.device.clone(),
+        );
         if exclusive {
             return Ok(buf);
         }
-        let rank_of_buf = self.ranks().iter().position(|r| &r.device == buf.device()).unwrap_or(rank);
-        let fabric = DeviceFabric { ranks: self.ranks(), transport: self.transport(), dtype, stream: StreamId::current() };
+        let rank_of_buf = self
+            .ranks()
+            .iter()
+            .position(|r| &r.device == buf.device())
+            .unwrap_or(rank);
+        let fabric = DeviceFabric {
+            ranks: self.ranks(),
+            transport: self.transport(),
+            dtype,
+            stream: StreamId::current(),
+        };
         fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)
     }
 
-    fn tensor_from_buf(&self, rank: usize, buf: DeviceBuffer<R>) -> Tensor<CubeBackend<R, F, I, BT>, 1> {
+    fn tensor_from_buf(
+        &self,
+        rank: usize,
+        buf: DeviceBuffer<R>,
+    ) -> Tensor<CubeBackend<R, F, I, BT>, 1> {
         let client = self.ranks()[rank].client.clone();
-        let out = CubeTensor::new_contiguous(client, buf.device().clone(), Shape::new([buf.len()]), buf.handle().clone(), burn_dtype(buf.dtype()));
+        let out = CubeTensor::new_contiguous(
+            client,
+            buf.device().clone(),
+            Shape::new([buf.len()]),
+            buf.handle().clone(),
+            burn_dtype(buf.dtype()),
+        );
         Tensor::from_primitive(TensorPrimitive::Float(out))
     }
 }

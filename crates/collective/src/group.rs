@@ -2,7 +2,10 @@
 
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
 use crate::transport::{CollectiveRuntime, Rank, Transport};
-use crate::{algorithms, error::catch_runtime, CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result};
+use crate::{
+    algorithms, error::catch_runtime, CollectiveConfig, CollectiveError, Collectives, DType,
+    ReduceOp, Result,
+};
 use cubecl::stream_id::StreamId;
 use std::sync::{Arc, Mutex};
 
@@ -37,12 +40,25 @@ impl<R: CollectiveRuntime> Group<R> {
                     reason,
                 })?;
                 let client = catch_runtime(index, || R::client(&device)).map_err(|e| {
-                    CollectiveError::DeviceUnavailable { rank: index, device: format!("{device:?}"), reason: e.to_string() }
+                    CollectiveError::DeviceUnavailable {
+                        rank: index,
+                        device: format!("{device:?}"),
+                        reason: e.to_string(),
+                    }
                 })?;
-                Ok(Rank { index, device, client })
+                Ok(Rank {
+                    index,
+                    device,
+                    client,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { ranks, transport: R::default_transport(), config: CollectiveConfig::default(), supported: Mutex::new(Vec::new()) })
+        Ok(Self {
+            ranks,
+            transport: R::default_transport(),
+            config: CollectiveConfig::default(),
+            supported: Mutex::new(Vec::new()),
+        })
     }
 
     /// Replace the transport (e.g. to compare transports in a benchmark).
@@ -78,7 +94,10 @@ impl<R: CollectiveRuntime> Group<R> {
         if let Some(&(_, _, ok)) = seen.iter().find(|(r, d, _)| *r == rank && *d == dtype) {
             return ok;
         }
-        let ok = self.ranks[rank].client.properties().supports_type(dtype.storage_type());
+        let ok = self.ranks[rank]
+            .client
+            .properties()
+            .supports_type(dtype.storage_type());
         seen.push((rank, dtype, ok));
         ok
     }
@@ -91,40 +110,59 @@ impl<R: CollectiveRuntime> Group<R> {
         bytes.resize(padded_bytes(values.len(), dtype), 0);
         let r = &self.ranks[rank];
         let handle = catch_runtime(rank, || r.client.create_from_slice(&bytes))?;
-        Ok(DeviceBuffer::from_handle(handle, values.len(), dtype, r.device.clone()))
+        Ok(DeviceBuffer::from_handle(
+            handle,
+            values.len(),
+            dtype,
+            r.device.clone(),
+        ))
     }
 
     /// Read a buffer back to the host as f64 values.
     pub fn download(&self, buf: &DeviceBuffer<R>) -> Result<Vec<f64>> {
         let rank = self.rank_of(buf)?;
         let client = &self.ranks[rank].client;
-        let bytes = catch_runtime(rank, || client.read_one(buf.handle.clone()))?
-            .map_err(|e| CollectiveError::Runtime { rank, reason: format!("{e:?}") })?;
+        let bytes = catch_runtime(rank, || client.read_one(buf.handle.clone()))?.map_err(|e| {
+            CollectiveError::Runtime {
+                rank,
+                reason: format!("{e:?}"),
+            }
+        })?;
         Ok(buf.dtype.decode(&bytes[..buf.len * buf.dtype.size()]))
     }
 
     /// Wait until every rank's device has finished the work queued so far.
     pub fn sync(&self) -> Result<()> {
         for r in &self.ranks {
-            catch_runtime(r.index, || cubecl::future::block_on(r.client.sync()))?
-                .map_err(|e| CollectiveError::Runtime { rank: r.index, reason: format!("{e:?}") })?;
+            catch_runtime(r.index, || cubecl::future::block_on(r.client.sync()))?.map_err(|e| {
+                CollectiveError::Runtime {
+                    rank: r.index,
+                    reason: format!("{e:?}"),
+                }
+            })?;
         }
         Ok(())
     }
 
     fn rank_of(&self, buf: &DeviceBuffer<R>) -> Result<usize> {
-        self.ranks.iter().position(|r| &r.device == buf.device()).ok_or_else(|| CollectiveError::DeviceUnavailable {
-            rank: usize::MAX,
-            device: format!("{:?}", buf.device()),
-            reason: "no rank of this group holds that device".into(),
-        })
+        self.ranks
+            .iter()
+            .position(|r| &r.device == buf.device())
+            .ok_or_else(|| CollectiveError::DeviceUnavailable {
+                rank: usize::MAX,
+                device: format!("{:?}", buf.device()),
+                reason: "no rank of this group holds that device".into(),
+            })
     }
 
     fn check_rank(&self, rank: usize) -> Result<()> {
         if rank < self.ranks.len() {
             Ok(())
         } else {
-            Err(CollectiveError::BadRank { rank, ranks: self.ranks.len() })
+            Err(CollectiveError::BadRank {
+                rank,
+                ranks: self.ranks.len(),
+            })
         }
     }
 
@@ -139,7 +177,10 @@ impl<R: CollectiveRuntime> Group<R> {
     /// Check one buffer per rank, each on its rank's device, one dtype; returns the dtype.
     fn check_buffers(&self, bufs: &[DeviceBuffer<R>], same_len: bool) -> Result<DType> {
         if bufs.len() != self.ranks.len() {
-            return Err(CollectiveError::WrongRankCount { expected: self.ranks.len(), got: bufs.len() });
+            return Err(CollectiveError::WrongRankCount {
+                expected: self.ranks.len(),
+                got: bufs.len(),
+            });
         }
         let (dtype, len) = (bufs[0].dtype, bufs[0].len);
         for (r, buf) in bufs.iter().enumerate() {
@@ -151,13 +192,24 @@ impl<R: CollectiveRuntime> Group<R> {
                 });
             }
             if buf.dtype != dtype {
-                return Err(CollectiveError::DTypeMismatch { rank: r, expected: dtype, got: buf.dtype });
+                return Err(CollectiveError::DTypeMismatch {
+                    rank: r,
+                    expected: dtype,
+                    got: buf.dtype,
+                });
             }
             if buf.len > u32::MAX as usize {
-                return Err(CollectiveError::TooLarge { rank: r, len: buf.len });
+                return Err(CollectiveError::TooLarge {
+                    rank: r,
+                    len: buf.len,
+                });
             }
             if same_len && buf.len != len {
-                return Err(CollectiveError::LengthMismatch { rank: r, expected: len, got: buf.len });
+                return Err(CollectiveError::LengthMismatch {
+                    rank: r,
+                    expected: len,
+                    got: buf.len,
+                });
             }
             self.check_dtype(r, dtype)?;
         }
@@ -165,7 +217,12 @@ impl<R: CollectiveRuntime> Group<R> {
     }
 
     fn fabric(&self, dtype: DType) -> DeviceFabric<'_, R> {
-        DeviceFabric { ranks: &self.ranks, transport: self.transport.as_ref(), dtype, stream: StreamId::current() }
+        DeviceFabric {
+            ranks: &self.ranks,
+            transport: self.transport.as_ref(),
+            dtype,
+            stream: StreamId::current(),
+        }
     }
 }
 
@@ -185,7 +242,12 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config)
     }
 
-    fn reduce_scatter_parts(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp, parts: &[usize]) -> Result<Vec<DeviceBuffer<R>>> {
+    fn reduce_scatter_parts(
+        &self,
+        bufs: &mut [DeviceBuffer<R>],
+        op: ReduceOp,
+        parts: &[usize],
+    ) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(bufs, true)?;
         algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, parts, &self.config)
     }
@@ -197,7 +259,10 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
 
     fn broadcast(&self, bufs: &mut [DeviceBuffer<R>], root: usize) -> Result<()> {
         if root >= self.ranks.len() {
-            return Err(CollectiveError::BadRoot { root, ranks: self.ranks.len() });
+            return Err(CollectiveError::BadRoot {
+                root,
+                ranks: self.ranks.len(),
+            });
         }
         let dtype = self.check_buffers(bufs, true)?;
         algorithms::broadcast(&self.fabric(dtype), bufs, root, &self.config)

@@ -43,7 +43,12 @@ fn copy_kernel<F: Float, N: Size>(
 
 /// `buf[at + i] /= divisor` for i < count (in vectors), computed in f32.
 #[cube(launch_unchecked)]
-fn divide_kernel<F: Float, N: Size>(buf: &mut Array<Vector<F, N>>, at: u32, count: u32, divisor: f32) {
+fn divide_kernel<F: Float, N: Size>(
+    buf: &mut Array<Vector<F, N>>,
+    at: u32,
+    count: u32,
+    divisor: f32,
+) {
     let i = ABSOLUTE_POS;
     if i < count as usize {
         let v = Vector::<f32, N>::cast_from(buf[at as usize + i]);
@@ -53,12 +58,19 @@ fn divide_kernel<F: Float, N: Size>(buf: &mut Array<Vector<F, N>>, at: u32, coun
 
 /// Widest vector (4, 2 or 1 elements) that divides every offset and length given.
 fn vector_width(values: &[usize]) -> usize {
-    [4usize, 2, 1].into_iter().find(|w| values.iter().all(|v| v % w == 0)).unwrap_or(1)
+    [4usize, 2, 1]
+        .into_iter()
+        .find(|w| values.iter().all(|v| v % w == 0))
+        .unwrap_or(1)
 }
 
 /// Launch geometry for `count` elements whose offsets and lengths are `aligned`: the vector
 /// width and the grid, or `None` when there is nothing to do.
-fn plan<R: Runtime>(client: &ComputeClient<R>, count: usize, aligned: &[usize]) -> Option<(usize, CubeCount, CubeDim)> {
+fn plan<R: Runtime>(
+    client: &ComputeClient<R>,
+    count: usize,
+    aligned: &[usize],
+) -> Option<(usize, CubeCount, CubeDim)> {
     if count == 0 {
         return None;
     }
@@ -100,7 +112,9 @@ pub(crate) fn combine<R: Runtime>(
     src_len: usize,
     op: Combine,
 ) {
-    let Some((w, count, dim)) = plan(client, src_len, &[dst_len, dst_at, src_len]) else { return };
+    let Some((w, count, dim)) = plan(client, src_len, &[dst_len, dst_at, src_len]) else {
+        return;
+    };
     launch_float!(
         dtype,
         combine_kernel,
@@ -128,7 +142,11 @@ pub(crate) fn copy<R: Runtime>(
     src_at: usize,
     count: usize,
 ) {
-    let Some((w, grid_count, dim)) = plan(client, count, &[dst_len, dst_at, src_len, src_at, count]) else { return };
+    let Some((w, grid_count, dim)) =
+        plan(client, count, &[dst_len, dst_at, src_len, src_at, count])
+    else {
+        return;
+    };
     launch_float!(
         dtype,
         copy_kernel,
@@ -154,7 +172,9 @@ pub(crate) fn divide<R: Runtime>(
     count: usize,
     divisor: usize,
 ) {
-    let Some((w, grid_count, dim)) = plan(client, count, &[buf_len, at, count]) else { return };
+    let Some((w, grid_count, dim)) = plan(client, count, &[buf_len, at, count]) else {
+        return;
+    };
     launch_float!(
         dtype,
         divide_kernel,

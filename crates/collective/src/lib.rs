@@ -22,8 +22,8 @@ mod group;
 mod kernels;
 mod op;
 mod portable;
-mod tensors;
 pub mod probe;
+mod tensors;
 pub mod transport;
 pub mod wgpu_devices;
 
@@ -55,11 +55,19 @@ pub trait Collectives: Send + Sync + 'static {
     /// The input buffers are used as scratch space.
     fn reduce_scatter(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<Vec<Self::Buf>> {
         let len = bufs.first().map_or(0, |b| self.buf_len(b));
-        let parts: Vec<usize> = shard_ranges(len, self.size()).iter().map(|r| r.len()).collect();
+        let parts: Vec<usize> = shard_ranges(len, self.size())
+            .iter()
+            .map(|r| r.len())
+            .collect();
         self.reduce_scatter_parts(bufs, op, &parts)
     }
     /// Reduce, returning to rank r the `parts[r]` elements that follow the parts of ranks < r.
-    fn reduce_scatter_parts(&self, bufs: &mut [Self::Buf], op: ReduceOp, parts: &[usize]) -> Result<Vec<Self::Buf>>;
+    fn reduce_scatter_parts(
+        &self,
+        bufs: &mut [Self::Buf],
+        op: ReduceOp,
+        parts: &[usize],
+    ) -> Result<Vec<Self::Buf>>;
     /// Concatenate the shards (lengths may differ) in rank order, on every rank.
     fn all_gather(&self, shards: &[Self::Buf]) -> Result<Vec<Self::Buf>>;
     /// Copy the root's buffer into every rank's buffer, in place.

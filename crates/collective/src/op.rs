@@ -27,13 +27,3 @@ pub enum Combine {
     Add,
     Max,
 }
-
-impl Combine {
-    /// Apply on host values (reference implementations and the portable path's tests).
-    pub fn apply(self, a: f64, b: f64) -> f64 {
-        match self {
-            Combine::Add => a + b,
-            Combine::Max => a.max(b),
-        }
-    }
-}

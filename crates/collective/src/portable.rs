@@ -24,7 +24,10 @@ impl<B: Backend> PortableGroup<B> {
         }
         // On host memory the one-shot algorithm's N-1 extra copies cost more than the ring's
         // extra steps from a few KiB on, so the ring takes over much earlier than on GPUs.
-        let config = CollectiveConfig { small_message_bytes: 8 * 1024, ..CollectiveConfig::default() };
+        let config = CollectiveConfig {
+            small_message_bytes: 8 * 1024,
+            ..CollectiveConfig::default()
+        };
         Ok(Self { devices, config })
     }
 
@@ -40,7 +43,10 @@ impl<B: Backend> PortableGroup<B> {
     /// Check one tensor per rank, each on its rank's device, one dtype; returns the fabric.
     fn fabric(&self, bufs: &[Tensor<B, 1>], same_len: bool) -> Result<PortableFabric<'_, B>> {
         if bufs.len() != self.devices.len() {
-            return Err(CollectiveError::WrongRankCount { expected: self.devices.len(), got: bufs.len() });
+            return Err(CollectiveError::WrongRankCount {
+                expected: self.devices.len(),
+                got: bufs.len(),
+            });
         }
         let (dtype, len) = (bufs[0].dtype(), bufs[0].dims()[0]);
         for (r, buf) in bufs.iter().enumerate() {
@@ -57,20 +63,34 @@ impl<B: Backend> PortableGroup<B> {
             })?;
             if buf.dtype() != dtype {
                 let expected = portable_dtype(dtype).unwrap_or(got);
-                return Err(CollectiveError::DTypeMismatch { rank: r, expected, got });
+                return Err(CollectiveError::DTypeMismatch {
+                    rank: r,
+                    expected,
+                    got,
+                });
             }
             if same_len && buf.dims()[0] != len {
-                return Err(CollectiveError::LengthMismatch { rank: r, expected: len, got: buf.dims()[0] });
+                return Err(CollectiveError::LengthMismatch {
+                    rank: r,
+                    expected: len,
+                    got: buf.dims()[0],
+                });
             }
         }
-        Ok(PortableFabric { devices: &self.devices, dtype, elem_size: dtype.size() })
+        Ok(PortableFabric {
+            devices: &self.devices,
+            dtype,
+            elem_size: dtype.size(),
+        })
     }
 }
 
 /// The collective dtype of a Burn float dtype (f64 is reduced as-is and reported as f32-class).
 fn portable_dtype(d: burn_tensor::DType) -> Option<crate::DType> {
     match d {
-        burn_tensor::DType::F32 | burn_tensor::DType::F64 | burn_tensor::DType::Flex32 => Some(crate::DType::F32),
+        burn_tensor::DType::F32 | burn_tensor::DType::F64 | burn_tensor::DType::Flex32 => {
+            Some(crate::DType::F32)
+        }
         burn_tensor::DType::F16 => Some(crate::DType::F16),
         burn_tensor::DType::BF16 => Some(crate::DType::BF16),
         _ => None,
@@ -103,7 +123,12 @@ impl<B: Backend> Collectives for PortableGroup<B> {
         algorithms::all_reduce(&f, bufs, op, &self.config)
     }
 
-    fn reduce_scatter_parts(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp, parts: &[usize]) -> Result<Vec<Tensor<B, 1>>> {
+    fn reduce_scatter_parts(
+        &self,
+        bufs: &mut [Tensor<B, 1>],
+        op: ReduceOp,
+        parts: &[usize],
+    ) -> Result<Vec<Tensor<B, 1>>> {
         let f = self.fabric(bufs, true)?;
         algorithms::reduce_scatter(&f, bufs, op, parts, &self.config)
     }
@@ -115,7 +140,10 @@ impl<B: Backend> Collectives for PortableGroup<B> {
 
     fn broadcast(&self, bufs: &mut [Tensor<B, 1>], root: usize) -> Result<()> {
         if root >= self.devices.len() {
-            return Err(CollectiveError::BadRoot { root, ranks: self.devices.len() });
+            return Err(CollectiveError::BadRoot {
+                root,
+                ranks: self.devices.len(),
+            });
         }
         let f = self.fabric(bufs, true)?;
         algorithms::broadcast(&f, bufs, root, &self.config)

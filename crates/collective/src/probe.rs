@@ -24,7 +24,9 @@ pub fn cuda_device_count() -> usize {
 
 /// The CUDA devices present, in index order (empty on a machine with no GPU).
 pub fn cuda_devices() -> Vec<cubecl::cuda::CudaDevice> {
-    (0..cuda_device_count()).map(|index| cubecl::cuda::CudaDevice { index }).collect()
+    (0..cuda_device_count())
+        .map(|index| cubecl::cuda::CudaDevice { index })
+        .collect()
 }
 
 /// Why CUDA cannot be used here, or `None` when at least one GPU is present.

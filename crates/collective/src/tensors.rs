@@ -15,7 +15,11 @@ pub trait TensorBridge<B: Backend>: Collectives {
 /// The collectives on Burn tensors; implemented for every group that has a [`TensorBridge`].
 pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     /// All-reduce tensors of one shape, one per rank.
-    fn all_reduce_tensors<const D: usize>(&self, tensors: Vec<Tensor<B, D>>, op: ReduceOp) -> Result<Vec<Tensor<B, D>>> {
+    fn all_reduce_tensors<const D: usize>(
+        &self,
+        tensors: Vec<Tensor<B, D>>,
+        op: ReduceOp,
+    ) -> Result<Vec<Tensor<B, D>>> {
         let shape = same_shape(&tensors, 0)?;
         let mut bufs = self.flatten(tensors)?;
         self.all_reduce(&mut bufs, op)?;
@@ -23,7 +27,10 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     }
 
     /// Concatenate the ranks' shards along dim 0 (their dim-0 sizes may differ), on every rank.
-    fn all_gather_tensors<const D: usize>(&self, shards: Vec<Tensor<B, D>>) -> Result<Vec<Tensor<B, D>>> {
+    fn all_gather_tensors<const D: usize>(
+        &self,
+        shards: Vec<Tensor<B, D>>,
+    ) -> Result<Vec<Tensor<B, D>>> {
         let mut shape = same_shape(&shards, 1)?;
         shape[0] = shards.iter().map(|t| t.dims()[0]).sum();
         let bufs = self.flatten(shards)?;
@@ -32,10 +39,17 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     }
 
     /// Reduce tensors of one shape and give rank r its block of rows `shard_ranges(dim0, N)[r]`.
-    fn reduce_scatter_tensors<const D: usize>(&self, tensors: Vec<Tensor<B, D>>, op: ReduceOp) -> Result<Vec<Tensor<B, D>>> {
+    fn reduce_scatter_tensors<const D: usize>(
+        &self,
+        tensors: Vec<Tensor<B, D>>,
+        op: ReduceOp,
+    ) -> Result<Vec<Tensor<B, D>>> {
         let shape = same_shape(&tensors, 0)?;
         let row: usize = shape[1..].iter().product();
-        let rows: Vec<usize> = crate::shard_ranges(shape[0], self.size()).iter().map(|r| r.len()).collect();
+        let rows: Vec<usize> = crate::shard_ranges(shape[0], self.size())
+            .iter()
+            .map(|r| r.len())
+            .collect();
         let parts: Vec<usize> = rows.iter().map(|r| r * row).collect();
         let mut bufs = self.flatten(tensors)?;
         let out = self.reduce_scatter_parts(&mut bufs, op, &parts)?;
@@ -47,7 +61,11 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     }
 
     /// Every rank receives the root's tensor.
-    fn broadcast_tensors<const D: usize>(&self, tensors: Vec<Tensor<B, D>>, root: usize) -> Result<Vec<Tensor<B, D>>> {
+    fn broadcast_tensors<const D: usize>(
+        &self,
+        tensors: Vec<Tensor<B, D>>,
+        root: usize,
+    ) -> Result<Vec<Tensor<B, D>>> {
         let shape = same_shape(&tensors, 0)?;
         let mut bufs = self.flatten(tensors)?;
         self.broadcast(&mut bufs, root)?;
@@ -57,27 +75,50 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     #[doc(hidden)]
     fn flatten<const D: usize>(&self, tensors: Vec<Tensor<B, D>>) -> Result<Vec<Self::Buf>> {
         if tensors.len() != self.size() {
-            return Err(CollectiveError::WrongRankCount { expected: self.size(), got: tensors.len() });
+            return Err(CollectiveError::WrongRankCount {
+                expected: self.size(),
+                got: tensors.len(),
+            });
         }
-        tensors.into_iter().enumerate().map(|(r, t)| self.buf_from_tensor(r, t.flatten(0, D - 1))).collect()
+        tensors
+            .into_iter()
+            .enumerate()
+            .map(|(r, t)| self.buf_from_tensor(r, t.flatten(0, D - 1)))
+            .collect()
     }
 
     #[doc(hidden)]
-    fn unflatten<const D: usize>(&self, bufs: Vec<Self::Buf>, shape: impl Fn(usize) -> [usize; D]) -> Vec<Tensor<B, D>> {
-        bufs.into_iter().enumerate().map(|(r, b)| self.tensor_from_buf(r, b).reshape(shape(r))).collect()
+    fn unflatten<const D: usize>(
+        &self,
+        bufs: Vec<Self::Buf>,
+        shape: impl Fn(usize) -> [usize; D],
+    ) -> Vec<Tensor<B, D>> {
+        bufs.into_iter()
+            .enumerate()
+            .map(|(r, b)| self.tensor_from_buf(r, b).reshape(shape(r)))
+            .collect()
     }
 }
 
 impl<B: Backend, G: TensorBridge<B>> TensorCollectives<B> for G {}
 
 /// The common shape of `tensors`, comparing dims from `from_dim` on.
-fn same_shape<B: Backend, const D: usize>(tensors: &[Tensor<B, D>], from_dim: usize) -> Result<[usize; D]> {
-    let Some(first) = tensors.first() else { return Err(CollectiveError::EmptyGroup) };
+fn same_shape<B: Backend, const D: usize>(
+    tensors: &[Tensor<B, D>],
+    from_dim: usize,
+) -> Result<[usize; D]> {
+    let Some(first) = tensors.first() else {
+        return Err(CollectiveError::EmptyGroup);
+    };
     let want = first.dims();
     for (r, t) in tensors.iter().enumerate() {
         let got = t.dims();
         if got[from_dim..] != want[from_dim..] {
-            return Err(CollectiveError::ShapeMismatch { rank: r, expected: want.to_vec(), got: got.to_vec() });
+            return Err(CollectiveError::ShapeMismatch {
+                rank: r,
+                expected: want.to_vec(),
+                got: got.to_vec(),
+            });
         }
     }
     Ok(want)

@@ -3,7 +3,9 @@
 //! Vulkan driver (lavapipe) this runs on any Linux machine.
 
 use crate::error::panic_message;
-use cubecl::wgpu::{init_device, init_setup, AutoGraphicsApi, RuntimeOptions, WgpuDevice, WgpuSetup};
+use cubecl::wgpu::{
+    init_device, init_setup, AutoGraphicsApi, RuntimeOptions, WgpuDevice, WgpuSetup,
+};
 use std::sync::Mutex;
 
 struct Pool {
@@ -22,23 +24,38 @@ pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
         let setup = std::panic::catch_unwind(|| {
             init_setup::<AutoGraphicsApi>(&WgpuDevice::DefaultDevice, RuntimeOptions::default())
         })
-        .map_err(|p| format!("no wgpu adapter (is a Vulkan driver installed?): {}", panic_message(p.as_ref())))?;
-        *pool = Some(Pool { setup, devices: vec![WgpuDevice::DefaultDevice] });
+        .map_err(|p| {
+            format!(
+                "no wgpu adapter (is a Vulkan driver installed?): {}",
+                panic_message(p.as_ref())
+            )
+        })?;
+        *pool = Some(Pool {
+            setup,
+            devices: vec![WgpuDevice::DefaultDevice],
+        });
     }
     let pool = pool.as_mut().expect("initialized above");
     while pool.devices.len() < n {
         let adapter = &pool.setup.adapter;
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("firemesh rank"),
-            required_features: adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+            required_features: adapter
+                .features()
+                .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
             required_limits: adapter.limits(),
             memory_hints: wgpu::MemoryHints::MemoryUsage,
             ..Default::default()
         };
         let (device, queue) = cubecl::future::block_on(adapter.request_device(&descriptor))
             .map_err(|e| format!("the adapter refused another device: {e}"))?;
-        let setup = WgpuSetup { device, queue, ..pool.setup.clone() };
-        pool.devices.push(init_device(setup, RuntimeOptions::default()));
+        let setup = WgpuSetup {
+            device,
+            queue,
+            ..pool.setup.clone()
+        };
+        pool.devices
+            .push(init_device(setup, RuntimeOptions::default()));
     }
     Ok(pool.devices[..n].to_vec())
 }

@@ -21,7 +21,10 @@ fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
     Some((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
 }
 
-const CUDA: DeviceHarness<CudaRuntime> = DeviceHarness { devices: cuda_ranks, shared: true };
+const CUDA: DeviceHarness<CudaRuntime> = DeviceHarness {
+    devices: cuda_ranks,
+    shared: true,
+};
 
 #[test]
 fn cuda_every_op_dtype_and_length() {

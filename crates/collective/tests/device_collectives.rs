@@ -6,7 +6,10 @@ use common::{DeviceHarness, Harness};
 use cubecl::wgpu::WgpuRuntime;
 use firemesh_collective::{CollectiveConfig, DType};
 
-const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness { devices: common::wgpu_or_skip, shared: false };
+const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness {
+    devices: common::wgpu_or_skip,
+    shared: false,
+};
 
 #[test]
 fn every_op_dtype_and_length_for_1_to_8_ranks() {
@@ -29,15 +32,25 @@ fn four_million_elements_f32() {
 #[test]
 fn four_million_elements_half() {
     // bf16 runs only where the adapter has it (WGSL does not); the portable suite covers it.
-    for (n, dtype) in [(2, DType::F16), (5, DType::F16), (8, DType::F16), (4, DType::BF16)] {
+    for (n, dtype) in [
+        (2, DType::F16),
+        (5, DType::F16),
+        (8, DType::F16),
+        (4, DType::BF16),
+    ] {
         common::run_large(&WGPU, n, 4 * 1024 * 1024 + 1, dtype);
     }
 }
 
 #[test]
 fn reports_supported_dtypes() {
-    let Some(g) = WGPU.group(1, CollectiveConfig::default()) else { return };
+    let Some(g) = WGPU.group(1, CollectiveConfig::default()) else {
+        return;
+    };
     let dtypes = WGPU.dtypes(&g);
     eprintln!("wgpu adapter supports {dtypes:?}");
-    assert!(dtypes.contains(&DType::F32), "f32 must be supported everywhere");
+    assert!(
+        dtypes.contains(&DType::F32),
+        "f32 must be supported everywhere"
+    );
 }

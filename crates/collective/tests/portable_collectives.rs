@@ -23,7 +23,11 @@ impl Harness for Portable {
     type G = PortableGroup<B>;
 
     fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
-        Some(PortableGroup::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap().with_config(config))
+        Some(
+            PortableGroup::new_shared(vec![NdArrayDevice::Cpu; n])
+                .unwrap()
+                .with_config(config),
+        )
     }
 
     fn dtypes(&self, _g: &Self::G) -> Vec<DType> {
@@ -36,7 +40,11 @@ impl Harness for Portable {
     }
 
     fn download(&self, _g: &Self::G, buf: &Tensor<B, 1>) -> Vec<f64> {
-        buf.clone().into_data().convert::<f64>().to_vec::<f64>().unwrap()
+        buf.clone()
+            .into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .unwrap()
     }
 }
 

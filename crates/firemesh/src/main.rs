@@ -1,15 +1,19 @@
 //! The `firemesh` command line.
 
+use burn::backend::Autodiff;
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
-use burn::backend::Autodiff;
 use firemesh::mesh::{DeviceMesh, MeshKind};
 use firemesh::train::{train_resnet, TrainArgs};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "firemesh", version, about = "Multi-GPU data-parallel training for Burn")]
+#[command(
+    name = "firemesh",
+    version,
+    about = "Multi-GPU data-parallel training for Burn"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,7 +53,12 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train { mesh, ranks, args } => train(mesh, ranks, &args),
-        Command::Demo { mesh, ranks, mib, iters } => demo(mesh, ranks, mib, iters.max(1)),
+        Command::Demo {
+            mesh,
+            ranks,
+            mib,
+            iters,
+        } => demo(mesh, ranks, mib, iters.max(1)),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
@@ -90,17 +99,34 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
 fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<(), String> {
     let mesh = DeviceMesh::discover(kind, ranks)?;
     let len = mib * (1 << 20) / 4;
-    println!("firemesh demo: all-reduce (mean) of {mib} MiB f32 per rank on {}", mesh.describe());
+    println!(
+        "firemesh demo: all-reduce (mean) of {mib} MiB f32 per rank on {}",
+        mesh.describe()
+    );
     let (n, seconds, ok) = match &mesh {
-        DeviceMesh::Cuda(d) => device_demo(DeviceMesh::cuda_group(d).map_err(|e| e.to_string())?, len, iters)?,
-        DeviceMesh::Wgpu(d) => device_demo(DeviceMesh::wgpu_group(d).map_err(|e| e.to_string())?, len, iters)?,
+        DeviceMesh::Cuda(d) => device_demo(
+            DeviceMesh::cuda_group(d).map_err(|e| e.to_string())?,
+            len,
+            iters,
+        )?,
+        DeviceMesh::Wgpu(d) => device_demo(
+            DeviceMesh::wgpu_group(d).map_err(|e| e.to_string())?,
+            len,
+            iters,
+        )?,
         DeviceMesh::Cpu(n) => cpu_demo(*n, len, iters)?,
     };
     let bytes = (len * 4) as f64;
     let algbw = bytes / seconds / 1e9;
     let busbw = algbw * 2.0 * (n as f64 - 1.0) / n as f64;
-    println!("  ranks {n}, {:.3} ms per all-reduce, algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s", seconds * 1e3);
-    println!("  result on every rank equals the mean over ranks: {}", if ok { "yes" } else { "NO" });
+    println!(
+        "  ranks {n}, {:.3} ms per all-reduce, algbw {algbw:.2} GB/s, busbw {busbw:.2} GB/s",
+        seconds * 1e3
+    );
+    println!(
+        "  result on every rank equals the mean over ranks: {}",
+        if ok { "yes" } else { "NO" }
+    );
     if ok {
         Ok(())
     } else {
@@ -109,16 +135,26 @@ fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Resul
 }
 
 /// Rank r holds r everywhere, so the mean is (N-1)/2 on every rank.
-fn device_demo<R: CollectiveRuntime>(group: Group<R>, len: usize, iters: usize) -> Result<(usize, f64, bool), String> {
+fn device_demo<R: CollectiveRuntime>(
+    group: Group<R>,
+    len: usize,
+    iters: usize,
+) -> Result<(usize, f64, bool), String> {
     let n = group.size();
     let err = |e: firemesh_collective::CollectiveError| e.to_string();
     let inputs: Vec<_> = (0..n).map(|r| vec![r as f64; len]).collect();
-    let mut bufs = (0..n).map(|r| group.upload(r, DType::F32, &inputs[r])).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    let mut bufs = (0..n)
+        .map(|r| group.upload(r, DType::F32, &inputs[r]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
     group.all_reduce(&mut bufs, ReduceOp::Sum).map_err(err)?; // warm-up: compiles the kernels
     group.sync().map_err(err)?;
     let mut total = 0.0;
     for _ in 0..iters {
-        let mut fresh = (0..n).map(|r| group.upload(r, DType::F32, &inputs[r])).collect::<Result<Vec<_>, _>>().map_err(err)?;
+        let mut fresh = (0..n)
+            .map(|r| group.upload(r, DType::F32, &inputs[r]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
         group.sync().map_err(err)?;
         let start = Instant::now();
         group.all_reduce(&mut fresh, ReduceOp::Mean).map_err(err)?;
@@ -138,16 +174,24 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool), St
     type B = burn_ndarray::NdArray;
     let group = DeviceMesh::cpu_group(n).map_err(|e| e.to_string())?;
     let device = burn_ndarray::NdArrayDevice::Cpu;
-    let make = || -> Vec<Tensor<B, 1>> { (0..n).map(|r| Tensor::<B, 1>::full([len], r as f32, &device)).collect() };
+    let make = || -> Vec<Tensor<B, 1>> {
+        (0..n)
+            .map(|r| Tensor::<B, 1>::full([len], r as f32, &device))
+            .collect()
+    };
     let mut total = 0.0;
     let mut bufs = make();
     for _ in 0..iters {
         bufs = make();
         let start = Instant::now();
-        group.all_reduce(&mut bufs, ReduceOp::Mean).map_err(|e| e.to_string())?;
+        group
+            .all_reduce(&mut bufs, ReduceOp::Mean)
+            .map_err(|e| e.to_string())?;
         total += start.elapsed().as_secs_f64();
     }
     let want = (n as f32 - 1.0) / 2.0;
-    let ok = bufs.into_iter().all(|t| t.into_data().iter::<f32>().all(|v| v == want));
+    let ok = bufs
+        .into_iter()
+        .all(|t| t.into_data().iter::<f32>().all(|v| v == want));
     Ok((n, total / iters as f64, ok))
 }

@@ -23,14 +23,30 @@ where
     G: TensorCollectives<B::InnerBackend>,
 {
     /// Replicate `model` onto every device (identical parameters) with one optimizer each.
-    pub fn new(model: M, devices: Vec<B::Device>, optimizer: impl Fn() -> O, sync: GradientSync<G>) -> Result<Self, TrainError> {
+    pub fn new(
+        model: M,
+        devices: Vec<B::Device>,
+        optimizer: impl Fn() -> O,
+        sync: GradientSync<G>,
+    ) -> Result<Self, TrainError> {
         if devices.len() != sync.group().size() {
-            return Err(TrainError::WrongRankCount { expected: sync.group().size(), got: devices.len() });
+            return Err(TrainError::WrongRankCount {
+                expected: sync.group().size(),
+                got: devices.len(),
+            });
         }
         materialize(&model);
-        let replicas = devices.iter().map(|d| independent_copy(model.clone(), d)).collect();
+        let replicas = devices
+            .iter()
+            .map(|d| independent_copy(model.clone(), d))
+            .collect();
         let optimizers = devices.iter().map(|_| optimizer()).collect();
-        Ok(Self { replicas, optimizers, devices, sync })
+        Ok(Self {
+            replicas,
+            optimizers,
+            devices,
+            sync,
+        })
     }
 
     pub fn ranks(&self) -> usize {
@@ -52,14 +68,24 @@ where
         let reference = param_values::<B, M>(&self.replicas[0]);
         self.replicas[1..]
             .iter()
-            .flat_map(|m| param_values::<B, M>(m).into_iter().zip(reference.iter()).map(|(a, b)| (a - b).abs()).collect::<Vec<_>>())
+            .flat_map(|m| {
+                param_values::<B, M>(m)
+                    .into_iter()
+                    .zip(reference.iter())
+                    .map(|(a, b)| (a - b).abs())
+                    .collect::<Vec<_>>()
+            })
             .fold(0.0, f64::max)
     }
 
     /// One step: `loss_of(r, replica)` is rank r's mean loss over its shard (shards of equal
     /// size make the mean over ranks the loss of the whole batch). Ranks compute concurrently.
     /// Returns the mean loss over ranks.
-    pub fn step(&mut self, lr: f64, loss_of: impl Fn(usize, &M) -> Tensor<B, 1> + Sync) -> Result<f64, TrainError> {
+    pub fn step(
+        &mut self,
+        lr: f64,
+        loss_of: impl Fn(usize, &M) -> Tensor<B, 1> + Sync,
+    ) -> Result<f64, TrainError> {
         let loss_of = &loss_of;
         let outcomes: Vec<std::thread::Result<(f64, GradientsParams)>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
@@ -79,12 +105,21 @@ where
         let mut losses = Vec::with_capacity(outcomes.len());
         let mut grads = Vec::with_capacity(outcomes.len());
         for (rank, outcome) in outcomes.into_iter().enumerate() {
-            let (loss, g) = outcome.map_err(|p| TrainError::RankPanicked { rank, reason: panic_text(p.as_ref()) })?;
+            let (loss, g) = outcome.map_err(|p| TrainError::RankPanicked {
+                rank,
+                reason: panic_text(p.as_ref()),
+            })?;
             losses.push(loss);
             grads.push(g);
         }
-        self.sync.all_reduce_mean::<B, M>(&self.replicas, &mut grads)?;
-        for ((replica, opt), g) in self.replicas.iter_mut().zip(&mut self.optimizers).zip(grads) {
+        self.sync
+            .all_reduce_mean::<B, M>(&self.replicas, &mut grads)?;
+        for ((replica, opt), g) in self
+            .replicas
+            .iter_mut()
+            .zip(&mut self.optimizers)
+            .zip(grads)
+        {
             *replica = opt.step(lr, replica.clone(), g);
         }
         Ok(losses.iter().sum::<f64>() / losses.len() as f64)
@@ -124,7 +159,8 @@ fn param_values<B: AutodiffBackend, M: AutodiffModule<B>>(model: &M) -> Vec<f64>
     struct Values(Vec<f64>);
     impl<B: AutodiffBackend> ModuleVisitor<B> for Values {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            self.0.extend(param.val().into_data().convert::<f64>().iter::<f64>());
+            self.0
+                .extend(param.val().into_data().convert::<f64>().iter::<f64>());
         }
     }
     let mut v = Values(Vec::new());
@@ -133,5 +169,8 @@ fn param_values<B: AutodiffBackend, M: AutodiffModule<B>>(model: &M) -> Vec<f64>
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }

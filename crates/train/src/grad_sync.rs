@@ -16,7 +16,10 @@ pub struct GradientSync<G> {
 impl<G> GradientSync<G> {
     /// `bucket_bytes` bounds each all-reduce (25 MiB is PyTorch DDP's default).
     pub fn new(group: G, bucket_bytes: usize) -> Self {
-        Self { group, bucket_bytes: bucket_bytes.max(4) }
+        Self {
+            group,
+            bucket_bytes: bucket_bytes.max(4),
+        }
     }
 
     pub fn group(&self) -> &G {
@@ -25,30 +28,52 @@ impl<G> GradientSync<G> {
 
     /// Replace every replica's gradients by their mean over replicas. `grads[r]` belongs to
     /// `replicas[r]`; all replicas must be the same model.
-    pub fn all_reduce_mean<B, M>(&self, replicas: &[M], grads: &mut [GradientsParams]) -> Result<(), TrainError>
+    pub fn all_reduce_mean<B, M>(
+        &self,
+        replicas: &[M],
+        grads: &mut [GradientsParams],
+    ) -> Result<(), TrainError>
     where
         B: AutodiffBackend,
         M: AutodiffModule<B>,
         G: TensorCollectives<B::InnerBackend>,
     {
-        let flats: Vec<Vec<Tensor<B::InnerBackend, 1>>> =
-            replicas.iter().zip(grads.iter()).map(|(m, g)| flatten::<B, M>(m, g)).collect();
+        let flats: Vec<Vec<Tensor<B::InnerBackend, 1>>> = replicas
+            .iter()
+            .zip(grads.iter())
+            .map(|(m, g)| flatten::<B, M>(m, g))
+            .collect();
         let count = flats[0].len();
         if let Some(r) = flats.iter().position(|f| f.len() != count) {
-            return Err(TrainError::GradientSetMismatch { rank: r, expected: count, got: flats[r].len() });
+            return Err(TrainError::GradientSetMismatch {
+                rank: r,
+                expected: count,
+                got: flats[r].len(),
+            });
         }
         let lens: Vec<usize> = flats[0].iter().map(|t| t.dims()[0]).collect();
         let mut reduced: Vec<Vec<Tensor<B::InnerBackend, 1>>> = vec![Vec::new(); replicas.len()];
         for bucket in buckets(&lens, self.bucket_bytes / 4) {
-            let per_rank: Vec<Tensor<B::InnerBackend, 1>> =
-                flats.iter().map(|f| Tensor::cat(f[bucket.clone()].to_vec(), 0)).collect();
-            for (r, t) in self.group.all_reduce_tensors(per_rank, ReduceOp::Mean)?.into_iter().enumerate() {
+            let per_rank: Vec<Tensor<B::InnerBackend, 1>> = flats
+                .iter()
+                .map(|f| Tensor::cat(f[bucket.clone()].to_vec(), 0))
+                .collect();
+            for (r, t) in self
+                .group
+                .all_reduce_tensors(per_rank, ReduceOp::Mean)?
+                .into_iter()
+                .enumerate()
+            {
                 reduced[r].push(t);
             }
         }
         for ((m, g), parts) in replicas.iter().zip(grads.iter_mut()).zip(reduced) {
             let flat = Tensor::cat(parts, 0);
-            m.visit(&mut Scatter::<B> { grads: g, flat, offset: 0 });
+            m.visit(&mut Scatter::<B> {
+                grads: g,
+                flat,
+                offset: 0,
+            });
         }
         Ok(())
     }
@@ -72,7 +97,10 @@ fn buckets(lens: &[usize], cap: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// Every gradient of `module`, flattened, in module order (parameters without one are skipped).
-fn flatten<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &GradientsParams) -> Vec<Tensor<B::InnerBackend, 1>> {
+fn flatten<B: AutodiffBackend, M: AutodiffModule<B>>(
+    module: &M,
+    grads: &GradientsParams,
+) -> Vec<Tensor<B::InnerBackend, 1>> {
     struct Flatten<'a, B: AutodiffBackend> {
         grads: &'a GradientsParams,
         out: Vec<Tensor<B::InnerBackend, 1>>,
@@ -84,7 +112,10 @@ fn flatten<B: AutodiffBackend, M: AutodiffModule<B>>(module: &M, grads: &Gradien
             }
         }
     }
-    let mut v = Flatten::<B> { grads, out: Vec::new() };
+    let mut v = Flatten::<B> {
+        grads,
+        out: Vec::new(),
+    };
     module.visit(&mut v);
     v.out
 }
@@ -101,7 +132,11 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Scatter<'_, B> {
         if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
             let dims = g.dims();
             let n: usize = dims.iter().product();
-            let part = self.flat.clone().slice([self.offset..self.offset + n]).reshape(dims);
+            let part = self
+                .flat
+                .clone()
+                .slice([self.offset..self.offset + n])
+                .reshape(dims);
             self.grads.register::<B::InnerBackend, D>(param.id, part);
             self.offset += n;
         }

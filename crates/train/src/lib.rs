@@ -17,7 +17,11 @@ pub enum TrainError {
     #[error("gradient sync failed: {0}")]
     Collective(#[from] firemesh_collective::CollectiveError),
     #[error("rank {rank} has gradients for {got} parameters but rank 0 for {expected}; replicas must be the same model")]
-    GradientSetMismatch { rank: usize, expected: usize, got: usize },
+    GradientSetMismatch {
+        rank: usize,
+        expected: usize,
+        got: usize,
+    },
     #[error("expected one item per rank ({expected}), got {got}")]
     WrongRankCount { expected: usize, got: usize },
     #[error("rank {rank} failed: {reason}")]

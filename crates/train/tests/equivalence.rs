@@ -18,7 +18,10 @@ struct Mlp<B: Backend> {
 
 impl<B: Backend> Mlp<B> {
     fn new(device: &B::Device) -> Self {
-        Self { a: LinearConfig::new(4, 8).init(device), b: LinearConfig::new(8, 2).init(device) }
+        Self {
+            a: LinearConfig::new(4, 8).init(device),
+            b: LinearConfig::new(8, 2).init(device),
+        }
     }
     fn loss(&self, x: Tensor<B, 2>, y: Tensor<B, 2>) -> Tensor<B, 1> {
         let d = self.b.forward(relu(self.a.forward(x))) - y;
@@ -41,9 +44,17 @@ fn params<M: Module<B>>(m: &M) -> Vec<f32> {
 fn batch(step: usize, rows: std::ops::Range<usize>) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let dev = Default::default();
     let n = rows.len();
-    let x: Vec<f32> = rows.clone().flat_map(|i| (0..4).map(move |j| ((i * 4 + j + step) as f32 * 0.37).sin())).collect();
-    let y: Vec<f32> = rows.flat_map(|i| [((i + step) as f32).cos(), (i as f32 * 0.5).sin()]).collect();
-    (Tensor::from_data(TensorData::new(x, [n, 4]), &dev), Tensor::from_data(TensorData::new(y, [n, 2]), &dev))
+    let x: Vec<f32> = rows
+        .clone()
+        .flat_map(|i| (0..4).map(move |j| ((i * 4 + j + step) as f32 * 0.37).sin()))
+        .collect();
+    let y: Vec<f32> = rows
+        .flat_map(|i| [((i + step) as f32).cos(), (i as f32 * 0.5).sin()])
+        .collect();
+    (
+        Tensor::from_data(TensorData::new(x, [n, 4]), &dev),
+        Tensor::from_data(TensorData::new(y, [n, 2]), &dev),
+    )
 }
 
 #[test]
@@ -72,9 +83,19 @@ fn check(ranks: usize, rows_per_rank: usize) {
     }
 
     let group = PortableGroup::new_shared(vec![device; ranks]).unwrap();
-    let mut dp = DataParallel::new(model, vec![device; ranks], || SgdConfig::new().init(), GradientSync::new(group, 64)).unwrap();
+    let mut dp = DataParallel::new(
+        model,
+        vec![device; ranks],
+        || SgdConfig::new().init(),
+        GradientSync::new(group, 64),
+    )
+    .unwrap();
     for r in 0..ranks {
-        assert_eq!(params(dp.replica(r)), initial, "replica {r} does not start from the model");
+        assert_eq!(
+            params(dp.replica(r)),
+            initial,
+            "replica {r} does not start from the model"
+        );
     }
     let mut first_loss = None;
     for step in 0..10 {
@@ -91,9 +112,20 @@ fn check(ranks: usize, rows_per_rank: usize) {
     let want = params(&single);
     for r in 0..ranks {
         let got = params(dp.replica(r));
-        assert_eq!(got, params(dp.replica(0)), "replica {r} drifted from replica 0");
-        let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        assert!(worst < 1e-5, "replica {r} differs from single-device training by {worst}");
+        assert_eq!(
+            got,
+            params(dp.replica(0)),
+            "replica {r} drifted from replica 0"
+        );
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            worst < 1e-5,
+            "replica {r} differs from single-device training by {worst}"
+        );
     }
     assert!(first_loss.unwrap() > 0.0);
 }

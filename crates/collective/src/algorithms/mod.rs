@@ -44,7 +44,10 @@ pub(crate) fn reduce_scatter<F: Fabric>(
     let n = bufs.len();
     let len = f.len(&bufs[0]);
     if parts.len() != n || parts.iter().sum::<usize>() != len {
-        return Err(crate::CollectiveError::BadPartition { parts: parts.to_vec(), len });
+        return Err(crate::CollectiveError::BadPartition {
+            parts: parts.to_vec(),
+            len,
+        });
     }
     let parts = ranges_from_lens(parts);
     if n > 1 {
@@ -177,7 +180,10 @@ pub(crate) fn send_all<F: Fabric>(
             .zip(links)
             .map(|(h, l)| {
                 h.join().unwrap_or_else(|p| {
-                    Err(crate::CollectiveError::Runtime { rank: l.from, reason: crate::error::panic_message(p.as_ref()) })
+                    Err(crate::CollectiveError::Runtime {
+                        rank: l.from,
+                        reason: crate::error::panic_message(p.as_ref()),
+                    })
                 })
             })
             .collect()
@@ -207,7 +213,13 @@ mod tests {
 
     #[test]
     fn split_aligned_covers_with_aligned_cuts() {
-        for (start, len, pieces) in [(0, 1000, 4), (128, 64, 8), (64, 1, 3), (0, 4096, 1), (7, 700, 5)] {
+        for (start, len, pieces) in [
+            (0, 1000, 4),
+            (128, 64, 8),
+            (64, 1, 3),
+            (0, 4096, 1),
+            (7, 700, 5),
+        ] {
             let parts = split_aligned(start..start + len, pieces, 64);
             assert!(parts.len() <= pieces);
             assert_eq!(parts.first().unwrap().start, start);

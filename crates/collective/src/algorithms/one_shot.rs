@@ -17,7 +17,11 @@ pub(super) fn all_reduce<F: Fabric>(
     // Rank 0 starts from its own buffer; every other rank needs all N buffers, its own included
     // (it is overwritten by rank 0's before being added back in order).
     let links: Vec<Link> = (0..n)
-        .flat_map(|r| (0..n).filter(move |&j| !(r == 0 && j == 0)).map(move |j| (j, r)))
+        .flat_map(|r| {
+            (0..n)
+                .filter(move |&j| !(r == 0 && j == 0))
+                .map(move |j| (j, r))
+        })
         .map(|(j, r)| Link::new(j, r, whole.clone()))
         .collect();
     let mut staged = send_all(f, bufs, &links, cfg)?.into_iter();
@@ -75,7 +79,10 @@ pub(super) fn broadcast<F: Fabric>(
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let whole = 0..f.len(&bufs[root]);
-    let links: Vec<Link> = (0..bufs.len()).filter(|&r| r != root).map(|r| Link::new(root, r, whole.clone())).collect();
+    let links: Vec<Link> = (0..bufs.len())
+        .filter(|&r| r != root)
+        .map(|r| Link::new(root, r, whole.clone()))
+        .collect();
     for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
         f.write(link.to, &mut bufs[link.to], 0, st)?;
     }
@@ -85,7 +92,11 @@ pub(super) fn broadcast<F: Fabric>(
 /// A link from every rank to every other rank, carrying `range(from, to)` (empty ones dropped).
 fn peer_links(n: usize, range: impl Fn(usize, usize) -> Range<usize>) -> Vec<Link> {
     (0..n)
-        .flat_map(|to| (0..n).filter(move |&from| from != to).map(move |from| (from, to)))
+        .flat_map(|to| {
+            (0..n)
+                .filter(move |&from| from != to)
+                .map(move |from| (from, to))
+        })
         .map(|(from, to)| Link::new(from, to, range(from, to)))
         .filter(|l| !l.range.is_empty())
         .collect()

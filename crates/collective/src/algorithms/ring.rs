@@ -41,7 +41,9 @@ pub(super) fn reduce_scatter<F: Fabric>(
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let n = bufs.len();
-    pass(f, bufs, chunks, cfg, Apply::Combine(combine), |r, s| (r + 2 * n - s - 1) % n)
+    pass(f, bufs, chunks, cfg, Apply::Combine(combine), |r, s| {
+        (r + 2 * n - s - 1) % n
+    })
 }
 
 /// Rank r holds `chunks[r]` in place; afterwards every rank holds every chunk.
@@ -94,13 +96,21 @@ fn pass<F: Fabric>(
             .map(|r| {
                 let chunk = chunks[chunk_of(r, step)].clone();
                 let depth = pieces_for(chunk.len() * f.elem_size(), cfg.pipeline_depth, cfg);
-                if chunk.is_empty() { Vec::new() } else { split_aligned(chunk, depth, CHUNK_ALIGN) }
+                if chunk.is_empty() {
+                    Vec::new()
+                } else {
+                    split_aligned(chunk, depth, CHUNK_ALIGN)
+                }
             })
             .collect();
         let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
         for k in 0..rounds {
             let links: Vec<Link> = (0..n)
-                .filter_map(|r| pieces[r].get(k).map(|range| Link::new(r, (r + 1) % n, range.clone())))
+                .filter_map(|r| {
+                    pieces[r]
+                        .get(k)
+                        .map(|range| Link::new(r, (r + 1) % n, range.clone()))
+                })
                 .collect();
             for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
                 let (to, at) = (link.to, link.range.start);
@@ -122,7 +132,9 @@ fn pieces_for(bytes: usize, max: usize, cfg: &CollectiveConfig) -> usize {
 /// `n` ring chunks of `len` elements, each a multiple of `align` long (but the last non-empty).
 pub(crate) fn aligned_chunks(len: usize, n: usize, align: usize) -> Vec<Range<usize>> {
     let units = len.div_ceil(align);
-    let lens: Vec<usize> = (0..n).map(|r| (units / n + usize::from(r < units % n)) * align).collect();
+    let lens: Vec<usize> = (0..n)
+        .map(|r| (units / n + usize::from(r < units % n)) * align)
+        .collect();
     let mut start = 0;
     lens.iter()
         .map(|&l| {

@@ -17,20 +17,34 @@ pub struct DeviceBuffer<R: Runtime> {
 
 impl<R: Runtime> Clone for DeviceBuffer<R> {
     fn clone(&self) -> Self {
-        Self { handle: self.handle.clone(), len: self.len, dtype: self.dtype, device: self.device.clone() }
+        Self {
+            handle: self.handle.clone(),
+            len: self.len,
+            dtype: self.dtype,
+            device: self.device.clone(),
+        }
     }
 }
 
 impl<R: Runtime> std::fmt::Debug for DeviceBuffer<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBuffer({} x {:?} on {:?})", self.len, self.dtype, self.device)
+        write!(
+            f,
+            "DeviceBuffer({} x {:?} on {:?})",
+            self.len, self.dtype, self.device
+        )
     }
 }
 
 impl<R: Runtime> DeviceBuffer<R> {
     /// Wrap a device allocation holding `len` elements of `dtype`.
     pub fn from_handle(handle: Handle, len: usize, dtype: DType, device: R::Device) -> Self {
-        Self { handle, len, dtype, device }
+        Self {
+            handle,
+            len,
+            dtype,
+            device,
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -70,16 +84,37 @@ impl<R: Runtime> DeviceFabric<'_, R> {
     }
 
     /// A copy of `src[range]` in a new buffer on the same rank.
-    fn local_copy(&self, r: usize, src: &DeviceBuffer<R>, range: Range<usize>) -> Result<DeviceBuffer<R>> {
+    fn local_copy(
+        &self,
+        r: usize,
+        src: &DeviceBuffer<R>,
+        range: Range<usize>,
+    ) -> Result<DeviceBuffer<R>> {
         let out = self.alloc(r, range.len())?;
         let client = &self.rank(r).client;
         catch_runtime(r, || {
-            kernels::copy(client, self.dtype, &out.handle, out.len, 0, &src.handle, src.len, range.start, range.len())
+            kernels::copy(
+                client,
+                self.dtype,
+                &out.handle,
+                out.len,
+                0,
+                &src.handle,
+                src.len,
+                range.start,
+                range.len(),
+            )
         })?;
         Ok(out)
     }
 
-    fn send_on_stream(&self, from: usize, src: &DeviceBuffer<R>, range: Range<usize>, to: usize) -> Result<DeviceBuffer<R>> {
+    fn send_on_stream(
+        &self,
+        from: usize,
+        src: &DeviceBuffer<R>,
+        range: Range<usize>,
+        to: usize,
+    ) -> Result<DeviceBuffer<R>> {
         if from == to || range.is_empty() {
             return self.local_copy(to, src, range);
         }
@@ -94,9 +129,18 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         };
         let used = handle.size_in_used() as usize;
         let moved = padded_bytes(range.len(), self.dtype);
-        let slice = handle.offset_start(start as u64).offset_end((used - start - moved) as u64);
-        let dst = self.transport.copy(self.rank(from), slice, self.rank(to), self.dtype)?;
-        Ok(DeviceBuffer { handle: dst, len: range.len(), dtype: self.dtype, device: self.rank(to).device.clone() })
+        let slice = handle
+            .offset_start(start as u64)
+            .offset_end((used - start - moved) as u64);
+        let dst = self
+            .transport
+            .copy(self.rank(from), slice, self.rank(to), self.dtype)?;
+        Ok(DeviceBuffer {
+            handle: dst,
+            len: range.len(),
+            dtype: self.dtype,
+            device: self.rank(to).device.clone(),
+        })
     }
 }
 
@@ -112,33 +156,93 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         self.dtype.size()
     }
 
-    fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged> {
-        self.stream.executes(|| self.send_on_stream(from, src, range, to))
+    fn send(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        to: usize,
+    ) -> Result<Self::Staged> {
+        self.stream
+            .executes(|| self.send_on_stream(from, src, range, to))
     }
 
-    fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()> {
+    fn combine(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+        op: Combine,
+    ) -> Result<()> {
         let client = &self.rank(rank).client;
         catch_runtime(rank, || {
-            kernels::combine(client, self.dtype, &dst.handle, dst.len, at, &staged.handle, staged.len, op)
+            kernels::combine(
+                client,
+                self.dtype,
+                &dst.handle,
+                dst.len,
+                at,
+                &staged.handle,
+                staged.len,
+                op,
+            )
         })
     }
 
-    fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()> {
+    fn write(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+    ) -> Result<()> {
         let client = &self.rank(rank).client;
         catch_runtime(rank, || {
-            kernels::copy(client, self.dtype, &dst.handle, dst.len, at, &staged.handle, staged.len, 0, staged.len)
+            kernels::copy(
+                client,
+                self.dtype,
+                &dst.handle,
+                dst.len,
+                at,
+                &staged.handle,
+                staged.len,
+                0,
+                staged.len,
+            )
         })
     }
 
-    fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()> {
+    fn divide(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        range: Range<usize>,
+        divisor: usize,
+    ) -> Result<()> {
         let client = &self.rank(rank).client;
-        catch_runtime(rank, || kernels::divide(client, self.dtype, &dst.handle, dst.len, range.start, range.len(), divisor))
+        catch_runtime(rank, || {
+            kernels::divide(
+                client,
+                self.dtype,
+                &dst.handle,
+                dst.len,
+                range.start,
+                range.len(),
+                divisor,
+            )
+        })
     }
 
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf> {
         let client = &self.rank(rank).client;
         let handle = catch_runtime(rank, || client.empty(padded_bytes(len, self.dtype)))?;
-        Ok(DeviceBuffer { handle, len, dtype: self.dtype, device: self.rank(rank).device.clone() })
+        Ok(DeviceBuffer {
+            handle,
+            len,
+            dtype: self.dtype,
+            device: self.rank(rank).device.clone(),
+        })
     }
 
     fn into_staged(&self, buf: Self::Buf) -> Self::Staged {

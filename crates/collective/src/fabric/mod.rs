@@ -23,13 +23,38 @@ pub trait Fabric: Sync {
     /// Bytes per element.
     fn elem_size(&self) -> usize;
     /// Copy elements `range` of `src` (on rank `from`) into a new temporary on rank `to`.
-    fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged>;
+    fn send(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        to: usize,
+    ) -> Result<Self::Staged>;
     /// `dst[range] = combine(dst[range], staged)` on rank `rank`.
-    fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()>;
+    fn combine(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+        op: Combine,
+    ) -> Result<()>;
     /// `dst[at..at + len(staged)] = staged` on rank `rank`.
-    fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()>;
+    fn write(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+    ) -> Result<()>;
     /// `dst[range] /= divisor` on rank `rank`.
-    fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()>;
+    fn divide(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        range: Range<usize>,
+        divisor: usize,
+    ) -> Result<()>;
     /// A new buffer of `len` elements on rank `rank` (contents unspecified).
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf>;
     /// View a whole buffer as a temporary, without copying.

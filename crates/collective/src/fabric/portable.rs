@@ -58,15 +58,30 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         self.elem_size
     }
 
-    fn send(&self, from: usize, src: &Self::Buf, range: Range<usize>, to: usize) -> Result<Self::Staged> {
+    fn send(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        to: usize,
+    ) -> Result<Self::Staged> {
         let dst = &self.devices[to];
         // A real copy, not a view: a view would keep the source buffer shared, and every later
         // in-place update of it would copy the whole buffer. Going through host data also works
         // between devices that Burn's `to_device` cannot move between (two wgpu devices in 0.21).
-        catch_runtime(from, || Tensor::from_data(src.clone().slice([range]).into_data(), dst))
+        catch_runtime(from, || {
+            Tensor::from_data(src.clone().slice([range]).into_data(), dst)
+        })
     }
 
-    fn combine(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged, op: Combine) -> Result<()> {
+    fn combine(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+        op: Combine,
+    ) -> Result<()> {
         let range = at..at + self.len(&staged);
         self.update(rank, dst, range, |cur| {
             let other = self.widen(staged);
@@ -77,7 +92,13 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         })
     }
 
-    fn write(&self, rank: usize, dst: &mut Self::Buf, at: usize, staged: Self::Staged) -> Result<()> {
+    fn write(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        at: usize,
+        staged: Self::Staged,
+    ) -> Result<()> {
         let range = at..at + self.len(&staged);
         catch_runtime(rank, || {
             let whole = std::mem::replace(dst, Tensor::empty([0], &self.devices[rank]));
@@ -85,12 +106,20 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         })
     }
 
-    fn divide(&self, rank: usize, dst: &mut Self::Buf, range: Range<usize>, divisor: usize) -> Result<()> {
+    fn divide(
+        &self,
+        rank: usize,
+        dst: &mut Self::Buf,
+        range: Range<usize>,
+        divisor: usize,
+    ) -> Result<()> {
         self.update(rank, dst, range, |cur| cur.div_scalar(divisor as f32))
     }
 
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf> {
-        catch_runtime(rank, || Tensor::zeros([len], (&self.devices[rank], self.dtype)))
+        catch_runtime(rank, || {
+            Tensor::zeros([len], (&self.devices[rank], self.dtype))
+        })
     }
 
     fn into_staged(&self, buf: Self::Buf) -> Self::Staged {

@@ -15,6 +15,8 @@ impl<R: Runtime> Transport<R> for ClientCopy {
 
     fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Handle> {
         let mut client = from.client.clone();
-        catch_runtime(from.index, || client.to_client(src, &to.client, dtype.elem_type()))
+        catch_runtime(from.index, || {
+            client.to_client(src, &to.client, dtype.elem_type())
+        })
     }
 }

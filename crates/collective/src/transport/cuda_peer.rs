@@ -23,7 +23,10 @@ fn check(rank: usize, what: &str, code: sys::CUresult) -> Result<()> {
     if code == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(CollectiveError::Runtime { rank, reason: format!("{what} failed: {code:?}") })
+        Err(CollectiveError::Runtime {
+            rank,
+            reason: format!("{what} failed: {code:?}"),
+        })
     }
 }
 
@@ -33,15 +36,27 @@ fn primary_context(rank: usize, device: &CudaDevice) -> Result<(sys::CUdevice, s
     // SAFETY: plain driver calls with valid out-pointers; the primary context is reference
     // counted and stays alive while CubeCL holds it.
     unsafe {
-        check(rank, "cuDeviceGet", sys::cuDeviceGet(&mut dev, device.index as i32))?;
-        check(rank, "cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+        check(
+            rank,
+            "cuDeviceGet",
+            sys::cuDeviceGet(&mut dev, device.index as i32),
+        )?;
+        check(
+            rank,
+            "cuDevicePrimaryCtxRetain",
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+        )?;
     }
     Ok((dev, ctx))
 }
 
 impl CudaPeerCopy {
     /// Enable direct access from `from`'s context to `to`'s memory once, if the hardware allows.
-    fn enable_peer(&self, from: (usize, sys::CUdevice, sys::CUcontext), to: (usize, sys::CUdevice, sys::CUcontext)) {
+    fn enable_peer(
+        &self,
+        from: (usize, sys::CUdevice, sys::CUcontext),
+        to: (usize, sys::CUdevice, sys::CUcontext),
+    ) {
         let key = (from.0, to.0);
         let mut done = self.peers_enabled.lock().unwrap_or_else(|e| e.into_inner());
         if from.0 == to.0 || !done.insert(key) {
@@ -50,7 +65,9 @@ impl CudaPeerCopy {
         let mut can = 0;
         // SAFETY: valid device handles and contexts obtained above.
         unsafe {
-            if sys::cuDeviceCanAccessPeer(&mut can, from.1, to.1) == sys::CUresult::CUDA_SUCCESS && can == 1 {
+            if sys::cuDeviceCanAccessPeer(&mut can, from.1, to.1) == sys::CUresult::CUDA_SUCCESS
+                && can == 1
+            {
                 sys::cuCtxSetCurrent(from.2);
                 // Already-enabled is fine; anything else leaves the driver's staged copy in use.
                 let _ = sys::cuCtxEnablePeerAccess(to.2, 0);
@@ -64,33 +81,54 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         "cuda-peer"
     }
 
-    fn copy(&self, from: &Rank<CudaRuntime>, src: Handle, to: &Rank<CudaRuntime>, _dtype: DType) -> Result<Handle> {
+    fn copy(
+        &self,
+        from: &Rank<CudaRuntime>,
+        src: Handle,
+        to: &Rank<CudaRuntime>,
+        _dtype: DType,
+    ) -> Result<Handle> {
         let bytes = src.size_in_used() as usize;
         let dst = catch_runtime(to.index, || to.client.empty(bytes.max(1)))?;
         if bytes == 0 {
             return Ok(dst);
         }
         let sync = |rank: &Rank<CudaRuntime>| -> Result<()> {
-            catch_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?
-                .map_err(|e| CollectiveError::Runtime { rank: rank.index, reason: format!("{e:?}") })
+            catch_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?.map_err(
+                |e| CollectiveError::Runtime {
+                    rank: rank.index,
+                    reason: format!("{e:?}"),
+                },
+            )
         };
         sync(from)?;
         sync(to)?;
         let resource = |rank: &Rank<CudaRuntime>, h: Handle| -> Result<u64> {
-            let r = catch_runtime(rank.index, || rank.client.get_resource(h))?
-                .map_err(|e| CollectiveError::Runtime { rank: rank.index, reason: format!("{e:?}") })?;
+            let r = catch_runtime(rank.index, || rank.client.get_resource(h))?.map_err(|e| {
+                CollectiveError::Runtime {
+                    rank: rank.index,
+                    reason: format!("{e:?}"),
+                }
+            })?;
             Ok(r.resource().ptr)
         };
         let src_ptr = resource(from, src)?;
         let dst_ptr = resource(to, dst.clone())?;
         let (src_dev, src_ctx) = primary_context(from.index, &from.device)?;
         let (dst_dev, dst_ctx) = primary_context(to.index, &to.device)?;
-        self.enable_peer((from.device.index, src_dev, src_ctx), (to.device.index, dst_dev, dst_ctx));
+        self.enable_peer(
+            (from.device.index, src_dev, src_ctx),
+            (to.device.index, dst_dev, dst_ctx),
+        );
         // SAFETY: both pointers are live device allocations of at least `bytes` bytes, owned by
         // the handles held above; both clients are idle, so nothing races the copy.
         unsafe {
             check(from.index, "cuCtxSetCurrent", sys::cuCtxSetCurrent(src_ctx))?;
-            check(from.index, "cuMemcpyPeer", sys::cuMemcpyPeer(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes))?;
+            check(
+                from.index,
+                "cuMemcpyPeer",
+                sys::cuMemcpyPeer(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes),
+            )?;
             // A device-to-device copy may return before it completes, on the legacy stream that
             // CubeCL's non-blocking streams do not wait for: finish it before kernels use `dst`.
             check(from.index, "cuCtxSynchronize", sys::cuCtxSynchronize())?;

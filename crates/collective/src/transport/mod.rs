@@ -56,7 +56,10 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
         }
         let count = crate::probe::cuda_device_count();
         if device.index >= count {
-            return Err(format!("CUDA device {} does not exist ({count} present)", device.index));
+            return Err(format!(
+                "CUDA device {} does not exist ({count} present)",
+                device.index
+            ));
         }
         Ok(())
     }

@@ -2,7 +2,9 @@
 //! (CubeCL devices over lavapipe, the portable path over NdArray).
 #![allow(dead_code)]
 
-use firemesh_collective::{shard_ranges, Algorithm, CollectiveConfig, Collectives, DType, ReduceOp};
+use firemesh_collective::{
+    shard_ranges, Algorithm, CollectiveConfig, Collectives, DType, ReduceOp,
+};
 
 /// How a suite makes groups and moves data in and out of them.
 pub trait Harness {
@@ -10,19 +12,29 @@ pub trait Harness {
     /// A group of `n` ranks with `config`, or `None` (with a printed reason) when unavailable.
     fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G>;
     fn dtypes(&self, group: &Self::G) -> Vec<DType>;
-    fn upload(&self, group: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> <Self::G as Collectives>::Buf;
+    fn upload(
+        &self,
+        group: &Self::G,
+        rank: usize,
+        dtype: DType,
+        values: &[f64],
+    ) -> <Self::G as Collectives>::Buf;
     fn download(&self, group: &Self::G, buf: &<Self::G as Collectives>::Buf) -> Vec<f64>;
 }
 
 /// Integer-valued inputs in [-15, 15]: every partial sum is exact in every dtype, so sums and
 /// maxima must be exact whatever the reduction order.
 pub fn integer_input(rank: usize, len: usize) -> Vec<f64> {
-    (0..len).map(|i| ((i * 7 + rank * 13 + i / 5) % 31) as f64 - 15.0).collect()
+    (0..len)
+        .map(|i| ((i * 7 + rank * 13 + i / 5) % 31) as f64 - 15.0)
+        .collect()
 }
 
 /// Non-integer inputs for the rounding-tolerance check.
 pub fn real_input(rank: usize, len: usize) -> Vec<f64> {
-    (0..len).map(|i| ((i as f64 * 0.37 + rank as f64 * 1.91).sin() * 3.0) + 0.001 * rank as f64).collect()
+    (0..len)
+        .map(|i| ((i as f64 * 0.37 + rank as f64 * 1.91).sin() * 3.0) + 0.001 * rank as f64)
+        .collect()
 }
 
 pub fn round_to(dtype: DType, values: &[f64]) -> Vec<f64> {
@@ -49,16 +61,33 @@ pub fn assert_exact(what: &str, dtype: DType, op: ReduceOp, got: &[f64], want: &
     assert_eq!(got.len(), want.len(), "{what}: length");
     let want = round_to(dtype, want);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        let slack = if op == ReduceOp::Mean && dtype != DType::F32 { w.abs() * dtype.epsilon() } else { 0.0 };
-        assert!((g - w).abs() <= slack, "{what}: element {i}: got {g}, want {w}");
+        let slack = if op == ReduceOp::Mean && dtype != DType::F32 {
+            w.abs() * dtype.epsilon()
+        } else {
+            0.0
+        };
+        assert!(
+            (g - w).abs() <= slack,
+            "{what}: element {i}: got {g}, want {w}"
+        );
     }
 }
 
 /// Within the rounding error of summing `n` terms in `dtype` (with f32 accumulation).
-pub fn assert_close(what: &str, dtype: DType, n: usize, got: &[f64], want: &[f64], magnitude: &[f64]) {
+pub fn assert_close(
+    what: &str,
+    dtype: DType,
+    n: usize,
+    got: &[f64],
+    want: &[f64],
+    magnitude: &[f64],
+) {
     for (i, ((g, w), m)) in got.iter().zip(want).zip(magnitude).enumerate() {
         let tol = (n as f64 + 1.0) * dtype.epsilon() * m.max(w.abs()) + 1e-30;
-        assert!((g - w).abs() <= tol, "{what}: element {i}: got {g}, want {w} (tol {tol})");
+        assert!(
+            (g - w).abs() <= tol,
+            "{what}: element {i}: got {g}, want {w} (tol {tol})"
+        );
     }
 }
 
@@ -72,8 +101,17 @@ pub fn lengths(n: usize) -> Vec<usize> {
     l
 }
 
-fn upload_all<H: Harness>(h: &H, g: &H::G, dtype: DType, inputs: &[Vec<f64>]) -> Vec<<H::G as Collectives>::Buf> {
-    inputs.iter().enumerate().map(|(r, v)| h.upload(g, r, dtype, v)).collect()
+fn upload_all<H: Harness>(
+    h: &H,
+    g: &H::G,
+    dtype: DType,
+    inputs: &[Vec<f64>],
+) -> Vec<<H::G as Collectives>::Buf> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(r, v)| h.upload(g, r, dtype, v))
+        .collect()
 }
 
 /// all-reduce of integer inputs is exact for every op, on every rank.
@@ -84,7 +122,13 @@ pub fn check_all_reduce<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, o
     let mut bufs = upload_all(h, g, dtype, &inputs);
     g.all_reduce(&mut bufs, op).expect("all_reduce");
     for (r, b) in bufs.iter().enumerate() {
-        assert_exact(&format!("all_reduce {op:?} {dtype:?} n={n} len={len} rank {r}"), dtype, op, &h.download(g, b), &want);
+        assert_exact(
+            &format!("all_reduce {op:?} {dtype:?} n={n} len={len} rank {r}"),
+            dtype,
+            op,
+            &h.download(g, b),
+            &want,
+        );
     }
 }
 
@@ -95,7 +139,13 @@ pub fn check_reduce_scatter<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usiz
     let mut bufs = upload_all(h, g, dtype, &inputs);
     let outs = g.reduce_scatter(&mut bufs, op).expect("reduce_scatter");
     for (r, (out, part)) in outs.iter().zip(shard_ranges(len, n)).enumerate() {
-        assert_exact(&format!("reduce_scatter {op:?} {dtype:?} n={n} len={len} rank {r}"), dtype, op, &h.download(g, out), &want[part]);
+        assert_exact(
+            &format!("reduce_scatter {op:?} {dtype:?} n={n} len={len} rank {r}"),
+            dtype,
+            op,
+            &h.download(g, out),
+            &want[part],
+        );
     }
 }
 
@@ -107,7 +157,13 @@ pub fn check_all_gather<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
     let shards = upload_all(h, g, dtype, &inputs);
     let outs = g.all_gather(&shards).expect("all_gather");
     for (r, out) in outs.iter().enumerate() {
-        assert_exact(&format!("all_gather {dtype:?} n={n} len={len} rank {r}"), dtype, ReduceOp::Sum, &h.download(g, out), &want);
+        assert_exact(
+            &format!("all_gather {dtype:?} n={n} len={len} rank {r}"),
+            dtype,
+            ReduceOp::Sum,
+            &h.download(g, out),
+            &want,
+        );
     }
 }
 
@@ -117,7 +173,13 @@ pub fn check_broadcast<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, ro
     let mut bufs = upload_all(h, g, dtype, &inputs);
     g.broadcast(&mut bufs, root).expect("broadcast");
     for (r, b) in bufs.iter().enumerate() {
-        assert_exact(&format!("broadcast root {root} {dtype:?} n={n} len={len} rank {r}"), dtype, ReduceOp::Sum, &h.download(g, b), &inputs[root]);
+        assert_exact(
+            &format!("broadcast root {root} {dtype:?} n={n} len={len} rank {r}"),
+            dtype,
+            ReduceOp::Sum,
+            &h.download(g, b),
+            &inputs[root],
+        );
     }
 }
 
@@ -125,7 +187,9 @@ pub fn check_broadcast<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, ro
 pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
     for algorithm in ALGORITHMS {
         for n in 1..=max_n {
-            let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else { return };
+            let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else {
+                return;
+            };
             for dtype in h.dtypes(&g) {
                 for len in lengths(n) {
                     for op in OPS {
@@ -144,10 +208,20 @@ pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
 /// Non-integer data: results within the rounding error of the dtype.
 pub fn run_rounding<H: Harness>(h: &H, n: usize, len: usize) {
     for algorithm in ALGORITHMS {
-        let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else { return };
+        let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else {
+            return;
+        };
         for dtype in h.dtypes(&g) {
-            let inputs: Vec<Vec<f64>> = (0..n).map(|r| round_to(dtype, &real_input(r, len))).collect();
-            let magnitude = reference(ReduceOp::Sum, &inputs.iter().map(|v| v.iter().map(|x| x.abs()).collect()).collect::<Vec<_>>());
+            let inputs: Vec<Vec<f64>> = (0..n)
+                .map(|r| round_to(dtype, &real_input(r, len)))
+                .collect();
+            let magnitude = reference(
+                ReduceOp::Sum,
+                &inputs
+                    .iter()
+                    .map(|v| v.iter().map(|x| x.abs()).collect())
+                    .collect::<Vec<_>>(),
+            );
             for op in [ReduceOp::Sum, ReduceOp::Mean] {
                 let want = reference(op, &inputs);
                 let mut bufs = upload_all(h, &g, dtype, &inputs);
@@ -155,9 +229,20 @@ pub fn run_rounding<H: Harness>(h: &H, n: usize, len: usize) {
                 let first = h.download(&g, &bufs[0]);
                 for b in &bufs {
                     // Every rank holds the same bits: replicas never drift apart.
-                    assert_eq!(h.download(&g, b), first, "{op:?} {dtype:?} {algorithm:?}: ranks disagree");
+                    assert_eq!(
+                        h.download(&g, b),
+                        first,
+                        "{op:?} {dtype:?} {algorithm:?}: ranks disagree"
+                    );
                 }
-                assert_close(&format!("{op:?} {dtype:?} {algorithm:?}"), dtype, n, &first, &want, &magnitude);
+                assert_close(
+                    &format!("{op:?} {dtype:?} {algorithm:?}"),
+                    dtype,
+                    n,
+                    &first,
+                    &want,
+                    &magnitude,
+                );
             }
         }
     }
@@ -165,7 +250,9 @@ pub fn run_rounding<H: Harness>(h: &H, n: usize, len: usize) {
 
 /// One large message (≥ 4M elements) through every op with the automatic algorithm choice.
 pub fn run_large<H: Harness>(h: &H, n: usize, len: usize, dtype: DType) {
-    let Some(g) = h.group(n, CollectiveConfig::default()) else { return };
+    let Some(g) = h.group(n, CollectiveConfig::default()) else {
+        return;
+    };
     if !h.dtypes(&g).contains(&dtype) {
         return;
     }
@@ -204,15 +291,32 @@ impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
 
     fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
         let devices = (self.devices)(n)?;
-        let group = if self.shared { Self::G::new_shared(devices) } else { Self::G::new(devices) };
-        Some(group.expect("group of available devices").with_config(config))
+        let group = if self.shared {
+            Self::G::new_shared(devices)
+        } else {
+            Self::G::new(devices)
+        };
+        Some(
+            group
+                .expect("group of available devices")
+                .with_config(config),
+        )
     }
 
     fn dtypes(&self, g: &Self::G) -> Vec<DType> {
-        DType::ALL.into_iter().filter(|&d| g.supports(0, d)).collect()
+        DType::ALL
+            .into_iter()
+            .filter(|&d| g.supports(0, d))
+            .collect()
     }
 
-    fn upload(&self, g: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> firemesh_collective::DeviceBuffer<R> {
+    fn upload(
+        &self,
+        g: &Self::G,
+        rank: usize,
+        dtype: DType,
+        values: &[f64],
+    ) -> firemesh_collective::DeviceBuffer<R> {
         g.upload(rank, dtype, values).expect("upload")
     }
 
@@ -232,10 +336,14 @@ where
     let n = devices.len();
     let make = |r: usize, dims: [usize; 2]| -> (Vec<f64>, Tensor<B, 2>) {
         let v = integer_input(r, dims[0] * dims[1]);
-        let t = Tensor::from_data(TensorData::new(v.iter().map(|&x| x as f32).collect(), dims), &devices[r]);
+        let t = Tensor::from_data(
+            TensorData::new(v.iter().map(|&x| x as f32).collect(), dims),
+            &devices[r],
+        );
         (v, t)
     };
-    let host = |t: Tensor<B, 2>| -> Vec<f64> { t.into_data().convert::<f64>().to_vec::<f64>().unwrap() };
+    let host =
+        |t: Tensor<B, 2>| -> Vec<f64> { t.into_data().convert::<f64>().to_vec::<f64>().unwrap() };
 
     // all-reduce, max
     let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [7, 3])).unzip();
@@ -247,7 +355,12 @@ where
     // reduce-scatter by rows: rank r gets rows shard_ranges(7, n)[r] of the sum
     let (vals, ts): (Vec<_>, Vec<_>) = (0..n).map(|r| make(r, [7, 3])).unzip();
     let want = reference(ReduceOp::Sum, &vals);
-    for (t, rows) in g.reduce_scatter_tensors(ts, ReduceOp::Sum).unwrap().into_iter().zip(shard_ranges(7, n)) {
+    for (t, rows) in g
+        .reduce_scatter_tensors(ts, ReduceOp::Sum)
+        .unwrap()
+        .into_iter()
+        .zip(shard_ranges(7, n))
+    {
         assert_eq!(t.dims(), [rows.len(), 3]);
         assert_eq!(host(t), want[rows.start * 3..rows.end * 3]);
     }
@@ -268,6 +381,12 @@ where
     let ts: Vec<_> = (0..n).map(|r| make(r, [2 + r % 2, 3]).1).collect();
     if n > 1 {
         let err = g.all_reduce_tensors(ts, ReduceOp::Sum).unwrap_err();
-        assert!(matches!(err, firemesh_collective::CollectiveError::ShapeMismatch { rank: 1, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                firemesh_collective::CollectiveError::ShapeMismatch { rank: 1, .. }
+            ),
+            "{err}"
+        );
     }
 }
