@@ -1,0 +1,297 @@
+//! The user-facing API on Burn tensors: put a batch on the mesh, query and change placements,
+//! bring a value back to one device. Works for `Sharded<B>` and `Autodiff<Sharded<B>>`.
+
+use crate::kind::{Float, Int};
+use crate::mesh::Mesh;
+use crate::placement::{even_split, Placement};
+use crate::redistribute::{to_placement, to_replicated, to_shard};
+use crate::rules;
+use crate::tensor::ShardedTensor;
+use crate::Sharded;
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_autodiff::Autodiff;
+use burn_backend::{AutodiffBackend, Backend, BackendTypes, TensorMetadata, TensorPrimitive};
+use burn_tensor::{Int as IntKind, Tensor};
+
+/// Why a sharded tensor could not be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ShardError {
+    #[error("cannot shard dim {dim} of a {rank}-dim tensor")]
+    DimOutOfRange { dim: usize, rank: usize },
+    #[error("dim {dim} has {len} rows, fewer than the {ranks} ranks of the mesh; use a larger batch or a smaller mesh")]
+    TooFewRows {
+        dim: usize,
+        len: usize,
+        ranks: usize,
+    },
+    #[error("got {got} shards for a mesh of {ranks} ranks")]
+    WrongShardCount { got: usize, ranks: usize },
+    #[error("shard {rank} is on {found}, but rank {rank} of the mesh is {expected}")]
+    WrongDevice {
+        rank: usize,
+        found: String,
+        expected: String,
+    },
+    #[error("shard {rank} has shape {found:?}, which does not match shard 0's {expected:?} outside dim {dim}")]
+    ShapeMismatch {
+        rank: usize,
+        dim: usize,
+        found: Vec<usize>,
+        expected: Vec<usize>,
+    },
+}
+
+/// A backend whose tensors live on a mesh: `Sharded<B>`, and `Autodiff` over it.
+pub trait MeshBackend: Backend<Device = Mesh<<Self::Inner as BackendTypes>::Device>> {
+    /// The backend each rank runs.
+    type Inner: Backend;
+    /// The sharded value of a float tensor (not tracked by autodiff).
+    fn float_sharded(
+        t: burn_backend::tensor::FloatTensor<Self>,
+    ) -> ShardedTensor<Self::Inner, Float>;
+    fn float_from_sharded(
+        t: ShardedTensor<Self::Inner, Float>,
+    ) -> burn_backend::tensor::FloatTensor<Self>;
+    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>) -> ShardedTensor<Self::Inner, Int>;
+    fn int_from_sharded(
+        t: ShardedTensor<Self::Inner, Int>,
+    ) -> burn_backend::tensor::IntTensor<Self>;
+}
+
+impl<B: Backend> MeshBackend for Sharded<B> {
+    type Inner = B;
+    fn float_sharded(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
+        t
+    }
+    fn float_from_sharded(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
+        t
+    }
+    fn int_sharded(t: ShardedTensor<B, Int>) -> ShardedTensor<B, Int> {
+        t
+    }
+    fn int_from_sharded(t: ShardedTensor<B, Int>) -> ShardedTensor<B, Int> {
+        t
+    }
+}
+
+/// Placement changes through this API are not recorded by autodiff: use them on inputs
+/// (batches, targets), not on tensors that need gradients.
+impl<B: Backend, C: CheckpointStrategy> MeshBackend for Autodiff<Sharded<B>, C> {
+    type Inner = B;
+    fn float_sharded(t: burn_backend::tensor::FloatTensor<Self>) -> ShardedTensor<B, Float> {
+        Self::inner(t)
+    }
+    fn float_from_sharded(t: ShardedTensor<B, Float>) -> burn_backend::tensor::FloatTensor<Self> {
+        Self::from_inner(t)
+    }
+    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>) -> ShardedTensor<B, Int> {
+        Self::int_inner(t)
+    }
+    fn int_from_sharded(t: ShardedTensor<B, Int>) -> burn_backend::tensor::IntTensor<Self> {
+        Self::int_from_inner(t)
+    }
+}
+
+fn float_of<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> ShardedTensor<Bk::Inner, Float> {
+    Bk::float_sharded(t.into_primitive().tensor())
+}
+
+fn float_tensor<Bk: MeshBackend, const D: usize>(
+    t: ShardedTensor<Bk::Inner, Float>,
+) -> Tensor<Bk, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(Bk::float_from_sharded(t)))
+}
+
+fn check_rows(shape: &[usize], dim: usize, ranks: usize) -> Result<(), ShardError> {
+    let len = *shape.get(dim).ok_or(ShardError::DimOutOfRange {
+        dim,
+        rank: shape.len(),
+    })?;
+    if len < ranks {
+        return Err(ShardError::TooFewRows { dim, len, ranks });
+    }
+    Ok(())
+}
+
+/// `t` split along `dim` over the ranks of its mesh, as evenly as possible (the first ranks
+/// get one more row when the length does not divide).
+pub fn shard<Bk: MeshBackend, const D: usize>(
+    t: Tensor<Bk, D>,
+    dim: usize,
+) -> Result<Tensor<Bk, D>, ShardError> {
+    let s = float_of(t);
+    check_rows(&s.shape(), dim, s.mesh.len())?;
+    Ok(float_tensor(to_shard(s, dim, None)))
+}
+
+/// [`shard`] for int tensors (class targets, token ids).
+pub fn shard_int<Bk: MeshBackend, const D: usize>(
+    t: Tensor<Bk, D, IntKind>,
+    dim: usize,
+) -> Result<Tensor<Bk, D, IntKind>, ShardError> {
+    let s = Bk::int_sharded(t.into_primitive());
+    check_rows(&s.shape(), dim, s.mesh.len())?;
+    Ok(Tensor::from_primitive(Bk::int_from_sharded(to_shard(
+        s, dim, None,
+    ))))
+}
+
+/// A tensor sharded along `dim` from one part per rank, each already on its rank's device
+/// (what a rank-aware data loader produces).
+pub fn from_shards<Bk: MeshBackend, const D: usize>(
+    mesh: &Mesh<<Bk::Inner as BackendTypes>::Device>,
+    shards: Vec<Tensor<Bk::Inner, D>>,
+    dim: usize,
+) -> Result<Tensor<Bk, D>, ShardError> {
+    let parts: Vec<_> = shards
+        .into_iter()
+        .map(|t| t.into_primitive().tensor())
+        .collect();
+    check_parts::<Bk::Inner, Float>(mesh, &parts, dim)?;
+    Ok(float_tensor(ShardedTensor::new(
+        parts,
+        Placement::Shard(dim),
+        mesh.clone(),
+    )))
+}
+
+/// A tensor from one part per rank with any placement: for `Partial`, the parts are addends of
+/// one shape; for `Replicated`, identical copies; for `Shard(d)`, blocks along `d`.
+pub fn from_parts<Bk: MeshBackend, const D: usize>(
+    mesh: &Mesh<<Bk::Inner as BackendTypes>::Device>,
+    parts: Vec<Tensor<Bk::Inner, D>>,
+    placement: Placement,
+) -> Result<Tensor<Bk, D>, ShardError> {
+    let parts: Vec<_> = parts
+        .into_iter()
+        .map(|t| t.into_primitive().tensor())
+        .collect();
+    let dim = match placement {
+        Placement::Shard(d) => d,
+        _ => usize::MAX,
+    };
+    check_parts::<Bk::Inner, Float>(mesh, &parts, dim.min(D.saturating_sub(1)))?;
+    if dim == usize::MAX && parts.iter().any(|p| p.shape() != parts[0].shape()) {
+        let rank = parts
+            .iter()
+            .position(|p| p.shape() != parts[0].shape())
+            .unwrap_or(0);
+        return Err(ShardError::ShapeMismatch {
+            rank,
+            dim: 0,
+            found: parts[rank].shape().to_vec(),
+            expected: parts[0].shape().to_vec(),
+        });
+    }
+    Ok(float_tensor(ShardedTensor::new(
+        parts,
+        placement,
+        mesh.clone(),
+    )))
+}
+
+/// [`from_shards`] for int tensors.
+pub fn from_shards_int<Bk: MeshBackend, const D: usize>(
+    mesh: &Mesh<<Bk::Inner as BackendTypes>::Device>,
+    shards: Vec<Tensor<Bk::Inner, D, IntKind>>,
+    dim: usize,
+) -> Result<Tensor<Bk, D, IntKind>, ShardError> {
+    let parts: Vec<_> = shards.into_iter().map(|t| t.into_primitive()).collect();
+    check_parts::<Bk::Inner, Int>(mesh, &parts, dim)?;
+    let t = ShardedTensor::new(parts, Placement::Shard(dim), mesh.clone());
+    Ok(Tensor::from_primitive(Bk::int_from_sharded(t)))
+}
+
+fn check_parts<B: Backend, K: crate::Kind<B>>(
+    mesh: &Mesh<B::Device>,
+    parts: &[K::P],
+    dim: usize,
+) -> Result<(), ShardError> {
+    if parts.len() != mesh.len() {
+        return Err(ShardError::WrongShardCount {
+            got: parts.len(),
+            ranks: mesh.len(),
+        });
+    }
+    let first = parts[0].shape().to_vec();
+    if dim >= first.len() {
+        return Err(ShardError::DimOutOfRange {
+            dim,
+            rank: first.len(),
+        });
+    }
+    for (rank, p) in parts.iter().enumerate() {
+        let (found, expected) = (K::device(p), mesh.device(rank));
+        if found != *expected {
+            let (found, expected) = (format!("{found:?}"), format!("{expected:?}"));
+            return Err(ShardError::WrongDevice {
+                rank,
+                found,
+                expected,
+            });
+        }
+        let shape = p.shape().to_vec();
+        let same = shape.len() == first.len()
+            && shape
+                .iter()
+                .zip(&first)
+                .enumerate()
+                .all(|(i, (a, b))| i == dim || a == b);
+        if !same {
+            return Err(ShardError::ShapeMismatch {
+                rank,
+                dim,
+                found: shape,
+                expected: first,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The placement of a float tensor.
+pub fn placement<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D>) -> Placement {
+    float_of(t.clone()).placement
+}
+
+/// The placement of an int tensor.
+pub fn placement_int<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D, IntKind>) -> Placement {
+    Bk::int_sharded(t.clone().into_primitive()).placement
+}
+
+/// The same value with placement `p` (`Shard` splits evenly).
+pub fn redistribute<Bk: MeshBackend, const D: usize>(
+    t: Tensor<Bk, D>,
+    p: Placement,
+) -> Tensor<Bk, D> {
+    float_tensor(to_placement(float_of(t), p))
+}
+
+/// Each rank's part, on its rank's device.
+pub fn shards<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> Vec<Tensor<Bk::Inner, D>> {
+    let parts = float_of(t).parts;
+    parts
+        .into_iter()
+        .map(|p| Tensor::from_primitive(TensorPrimitive::Float(p)))
+        .collect()
+}
+
+/// The tensor's value as one tensor of the inner backend on `device` (gathered or summed over
+/// the ranks as its placement requires).
+pub fn to_inner<Bk: MeshBackend, const D: usize>(
+    t: Tensor<Bk, D>,
+    device: &<Bk::Inner as BackendTypes>::Device,
+) -> Tensor<Bk::Inner, D> {
+    let data = rules::into_data::<Bk::Inner, Float>(float_of(t));
+    Tensor::from_data(data, device)
+}
+
+/// Shard sizes an even split of `len` rows over `mesh` gives.
+pub fn shard_sizes<D: burn_backend::DeviceOps>(mesh: &Mesh<D>, len: usize) -> Vec<usize> {
+    even_split(len, mesh.len())
+}
+
+#[doc(hidden)]
+pub fn replicated_value<B: Backend>(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
+    to_replicated(t)
+}

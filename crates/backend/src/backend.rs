@@ -1,0 +1,104 @@
+//! `Sharded<B>`: the backend type and its `Backend` impl. The ops live in `ops/`, one file per
+//! trait; the placement rules they use live in `rules/`.
+
+use crate::kind::{Bool, Float, Int, Quantized};
+use crate::mesh::{mesh_count, Mesh, MESH_TYPE_ID};
+use crate::tensor::ShardedTensor;
+use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
+use std::marker::PhantomData;
+
+/// A Burn backend whose device is a [`Mesh`] of inner devices and whose tensors hold one inner
+/// tensor per rank, with a [`Placement`](crate::Placement).
+pub struct Sharded<B> {
+    inner: PhantomData<B>,
+}
+
+impl<B> Clone for Sharded<B> {
+    fn clone(&self) -> Self {
+        Self { inner: PhantomData }
+    }
+}
+
+impl<B> Default for Sharded<B> {
+    fn default() -> Self {
+        Self { inner: PhantomData }
+    }
+}
+
+impl<B: Backend> core::fmt::Debug for Sharded<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Sharded<{}>", core::any::type_name::<B>())
+    }
+}
+
+impl<B: Backend> BackendTypes for Sharded<B> {
+    type Device = Mesh<B::Device>;
+    type FloatTensorPrimitive = ShardedTensor<B, Float>;
+    type FloatElem = B::FloatElem;
+    type IntTensorPrimitive = ShardedTensor<B, Int>;
+    type IntElem = B::IntElem;
+    type BoolTensorPrimitive = ShardedTensor<B, Bool>;
+    type BoolElem = B::BoolElem;
+    type QuantizedTensorPrimitive = ShardedTensor<B, Quantized>;
+}
+
+impl<B: Backend> Backend for Sharded<B> {
+    fn name(mesh: &Self::Device) -> String {
+        format!("sharded<{}>x{}", B::name(mesh.device(0)), mesh.len())
+    }
+
+    /// Seeds every rank's device with the same seed, so a `Replicated` random draw is one draw.
+    fn seed(mesh: &Self::Device, seed: u64) {
+        for device in unique(mesh) {
+            B::seed(device, seed);
+        }
+    }
+
+    fn sync(mesh: &Self::Device) -> Result<(), ExecutionError> {
+        unique(mesh).into_iter().try_for_each(B::sync)
+    }
+
+    fn memory_cleanup(mesh: &Self::Device) {
+        unique(mesh).into_iter().for_each(B::memory_cleanup);
+    }
+
+    fn supports_dtype(mesh: &Self::Device, dtype: DType) -> bool {
+        unique(mesh)
+            .into_iter()
+            .all(|d| B::supports_dtype(d, dtype))
+    }
+
+    fn dtype_usage(mesh: &Self::Device, dtype: DType) -> DTypeUsageSet {
+        unique(mesh)
+            .into_iter()
+            .map(|d| B::dtype_usage(d, dtype))
+            .reduce(|a, b| a & b)
+            .unwrap_or_default()
+    }
+
+    fn device_count(type_id: u16) -> usize {
+        if type_id == MESH_TYPE_ID {
+            mesh_count::<B::Device>()
+        } else {
+            0
+        }
+    }
+
+    fn staging<'a, Iter>(data: Iter, mesh: &Self::Device)
+    where
+        Iter: Iterator<Item = &'a mut burn_backend::TensorData>,
+    {
+        B::staging(data, mesh.device(0));
+    }
+}
+
+/// The distinct inner devices of a mesh, in rank order.
+fn unique<D: burn_backend::DeviceOps>(mesh: &Mesh<D>) -> Vec<&D> {
+    let mut out: Vec<&D> = Vec::new();
+    for d in mesh.devices() {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}

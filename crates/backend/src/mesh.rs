@@ -1,0 +1,176 @@
+//! The device of `Sharded<B>`: a mesh of ranks, each one device of the inner backend.
+//!
+//! Meshes are registered once per device list, so the same list always gives the same mesh and
+//! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
+
+use burn_backend::{DeviceId, DeviceOps};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
+pub const MESH_TYPE_ID: u16 = 0xF1E5;
+
+/// N ranks, each a device of the inner backend. A device may appear on several ranks: that is
+/// how one CPU (or one GPU) runs N ranks.
+pub struct Mesh<D> {
+    inner: Arc<MeshInner<D>>,
+}
+
+struct MeshInner<D> {
+    index: u16,
+    devices: Vec<D>,
+}
+
+/// Why a mesh could not be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MeshError {
+    #[error("a mesh needs at least one device")]
+    Empty,
+    #[error("a mesh holds at most {max} ranks, got {got}")]
+    TooManyRanks { max: usize, got: usize },
+    #[error("rank {rank}'s device {device} is not present (the backend reports {count} devices of its kind)")]
+    DeviceMissing {
+        rank: usize,
+        device: String,
+        count: usize,
+    },
+    #[error("too many distinct meshes were created (at most {0})")]
+    RegistryFull(usize),
+}
+
+const MAX_RANKS: usize = 1024;
+const MAX_MESHES: usize = u16::MAX as usize;
+
+impl<D: DeviceOps> Mesh<D> {
+    /// The mesh with one rank per entry of `devices` (in that order).
+    pub fn new(devices: Vec<D>) -> Result<Self, MeshError> {
+        if devices.is_empty() {
+            return Err(MeshError::Empty);
+        }
+        if devices.len() > MAX_RANKS {
+            return Err(MeshError::TooManyRanks {
+                max: MAX_RANKS,
+                got: devices.len(),
+            });
+        }
+        registry::<D, _>(|meshes| {
+            if let Some(m) = meshes.iter().find(|m| m.inner.devices == devices) {
+                return Ok(m.clone());
+            }
+            if meshes.len() >= MAX_MESHES {
+                return Err(MeshError::RegistryFull(MAX_MESHES));
+            }
+            let mesh = Mesh {
+                inner: Arc::new(MeshInner {
+                    index: meshes.len() as u16,
+                    devices,
+                }),
+            };
+            meshes.push(mesh.clone());
+            Ok(mesh)
+        })
+    }
+
+    /// `ranks` ranks that all run on `device`.
+    pub fn replicate(device: D, ranks: usize) -> Result<Self, MeshError> {
+        Self::new(vec![device; ranks])
+    }
+
+    /// Number of ranks.
+    pub fn len(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// Always false: a mesh has at least one rank.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The inner device of every rank.
+    pub fn devices(&self) -> &[D] {
+        &self.inner.devices
+    }
+
+    /// The inner device of rank `rank`.
+    pub fn device(&self, rank: usize) -> &D {
+        &self.inner.devices[rank]
+    }
+
+    /// Whether every rank runs on the same inner device (then moving data between ranks is free).
+    pub fn single_device(&self) -> bool {
+        let d = &self.inner.devices;
+        d.iter().all(|x| *x == d[0])
+    }
+}
+
+/// Runs `f` on the list of meshes over device type `D`; the default mesh is always entry 0.
+fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
+    static REGISTRY: OnceLock<Mutex<HashMap<TypeId, Box<dyn Any + Send>>>> = OnceLock::new();
+    let mut all = REGISTRY
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let entry = all.entry(TypeId::of::<D>()).or_insert_with(|| {
+        let default = Mesh {
+            inner: Arc::new(MeshInner {
+                index: 0,
+                devices: vec![D::default()],
+            }),
+        };
+        Box::new(vec![default])
+    });
+    let meshes = entry
+        .downcast_mut::<Vec<Mesh<D>>>()
+        .expect("the registry is keyed by device type");
+    f(meshes)
+}
+
+impl<D> Clone for Mesh<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<D> PartialEq for Mesh<D> {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.index == other.inner.index
+    }
+}
+
+impl<D: core::fmt::Debug> core::fmt::Debug for Mesh<D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Mesh#{}{:?}", self.inner.index, self.inner.devices)
+    }
+}
+
+/// One rank on the inner backend's default device: valid everywhere, with a stable id.
+impl<D: DeviceOps> Default for Mesh<D> {
+    fn default() -> Self {
+        registry::<D, _>(|meshes| meshes[0].clone())
+    }
+}
+
+impl<D: DeviceOps> burn_backend::Device for Mesh<D> {
+    fn from_id(id: DeviceId) -> Self {
+        registry::<D, _>(|meshes| {
+            meshes
+                .get(id.index_id as usize)
+                .cloned()
+                .unwrap_or_else(|| panic!("no firemesh mesh has id {id}"))
+        })
+    }
+
+    fn to_id(&self) -> DeviceId {
+        DeviceId::new(MESH_TYPE_ID, self.inner.index)
+    }
+}
+
+impl<D: DeviceOps> DeviceOps for Mesh<D> {}
+
+/// Number of meshes registered over device type `D` (the default mesh included).
+pub(crate) fn mesh_count<D: DeviceOps>() -> usize {
+    registry::<D, _>(|meshes| meshes.len())
+}

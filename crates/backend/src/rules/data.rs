@@ -1,0 +1,119 @@
+//! Creating tensors on a mesh, reading them back, moving them between meshes, random draws.
+
+use crate::kind::{Float, Int, Kind};
+use crate::mesh::Mesh;
+use crate::placement::Placement;
+use crate::redistribute::to_replicated;
+use crate::tensor::ShardedTensor;
+use burn_backend::{Backend, Distribution, FloatDType, IntDType, Shape, TensorData};
+
+/// Host data, `Replicated` on every rank (one upload per distinct device).
+pub(crate) fn from_data<B: Backend, K: Kind<B>>(
+    data: TensorData,
+    mesh: &Mesh<B::Device>,
+) -> ShardedTensor<B, K> {
+    let first = K::from_data(data.clone(), mesh.device(0));
+    ShardedTensor::new(
+        share::<B, K>(first, mesh),
+        Placement::Replicated,
+        mesh.clone(),
+    )
+}
+
+/// `whole` (on rank 0's device) given to every rank: the same handle where ranks share a
+/// device, a copy otherwise.
+fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
+    mesh.devices()
+        .iter()
+        .map(|d| K::move_to(whole.clone(), d))
+        .collect()
+}
+
+/// The tensor's value as host data (gathered or summed first when needed).
+pub(crate) fn into_data<B: Backend, K: Kind<B>>(t: ShardedTensor<B, K>) -> TensorData {
+    let home = t.mesh.device(0).clone();
+    let whole = match t.placement {
+        Placement::Replicated => t.parts.into_iter().next().expect("a mesh has a rank"),
+        Placement::Shard(d) => K::cat(
+            t.parts.into_iter().map(|p| K::move_to(p, &home)).collect(),
+            d,
+        ),
+        Placement::Partial => {
+            let mut parts = t.parts.into_iter().map(|p| K::move_to(p, &home));
+            let first = parts.next().expect("a mesh has a rank");
+            parts.fold(first, K::add)
+        }
+    };
+    K::into_data(whole)
+}
+
+/// `t` on `mesh`: kept as is on its own mesh, moved rank by rank to a mesh of the same size,
+/// replicated through host memory otherwise.
+pub(crate) fn to_mesh<B: Backend, K: Kind<B>>(
+    t: ShardedTensor<B, K>,
+    mesh: &Mesh<B::Device>,
+) -> ShardedTensor<B, K> {
+    if t.mesh == *mesh {
+        return t;
+    }
+    if t.mesh.len() == mesh.len() {
+        let parts = t
+            .parts
+            .into_iter()
+            .zip(mesh.devices())
+            .map(|(p, d)| K::move_to(p, d));
+        return ShardedTensor::new(parts.collect(), t.placement, mesh.clone());
+    }
+    from_data(into_data(to_replicated(t)), mesh)
+}
+
+/// A `Replicated` random tensor: one draw on rank 0, identical on every rank.
+pub(crate) fn random_float<B: Backend>(
+    shape: Shape,
+    distribution: Distribution,
+    mesh: &Mesh<B::Device>,
+    dtype: FloatDType,
+) -> ShardedTensor<B, Float> {
+    let first = B::float_random(shape, distribution, mesh.device(0), dtype);
+    ShardedTensor::new(
+        share::<B, Float>(first, mesh),
+        Placement::Replicated,
+        mesh.clone(),
+    )
+}
+
+/// See [`random_float`].
+pub(crate) fn random_int<B: Backend>(
+    shape: Shape,
+    distribution: Distribution,
+    mesh: &Mesh<B::Device>,
+    dtype: IntDType,
+) -> ShardedTensor<B, Int> {
+    let first = B::int_random(shape, distribution, mesh.device(0), dtype);
+    ShardedTensor::new(
+        share::<B, Int>(first, mesh),
+        Placement::Replicated,
+        mesh.clone(),
+    )
+}
+
+/// Indices of the true elements: computed on the whole mask (its rows are numbered globally).
+pub(crate) fn argwhere<B: Backend>(
+    t: ShardedTensor<B, crate::kind::Bool>,
+    out_dtype: IntDType,
+) -> impl core::future::Future<Output = ShardedTensor<B, Int>> + 'static + Send {
+    let t = crate::rules::replicate_for(t, "bool_argwhere");
+    let mesh = t.mesh.clone();
+    let futures: Vec<_> = t
+        .parts
+        .into_iter()
+        .map(|p| B::bool_argwhere(p, out_dtype))
+        .collect();
+    async move {
+        let mut parts = Vec::with_capacity(futures.len());
+        for f in futures {
+            parts.push(f.await);
+        }
+        ShardedTensor::new(parts, Placement::Replicated, mesh)
+    }
+}

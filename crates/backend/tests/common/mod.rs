@@ -1,0 +1,149 @@
+//! Shared by the op and training tests: the reference backend, meshes of N CPU ranks, inputs
+//! put into every placement, and a comparison with a relative tolerance.
+#![allow(dead_code)]
+
+use burn::backend::ndarray::NdArrayDevice;
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::{DType, Tensor, TensorData};
+use firemesh_backend::{from_parts, redistribute, Mesh, MeshBackend, Placement, Sharded};
+
+pub type Ref = NdArray<f32>;
+pub type S = Sharded<Ref>;
+pub type RefAd = Autodiff<Ref>;
+pub type SAd = Autodiff<S>;
+
+pub const CPU: NdArrayDevice = NdArrayDevice::Cpu;
+
+pub fn mesh(ranks: usize) -> Mesh<NdArrayDevice> {
+    Mesh::replicate(CPU, ranks).expect("a valid mesh")
+}
+
+/// The placements a `rank`-dim input can take, skipping shardings of dims shorter than `ranks`.
+pub fn placements(shape: &[usize], ranks: usize) -> Vec<Placement> {
+    let mut out = vec![Placement::Replicated, Placement::Partial];
+    for (d, len) in shape.iter().enumerate().take(2) {
+        if *len >= ranks {
+            out.push(Placement::Shard(d));
+        }
+    }
+    out
+}
+
+/// `t` on the mesh with placement `p`. A `Partial` value is split into N addends that are
+/// not trivial: rank r holds the elements whose flat index is r mod N.
+pub fn lift<Bk, const D: usize>(
+    t: &Tensor<Ref, D>,
+    mesh: &Mesh<NdArrayDevice>,
+    p: Placement,
+) -> Tensor<Bk, D>
+where
+    Bk: MeshBackend<Inner = Ref>,
+{
+    let data = t.to_data();
+    if p == Placement::Partial {
+        let n = mesh.len();
+        let values: Vec<f32> = data.iter::<f32>().collect();
+        let parts = (0..n)
+            .map(|r| {
+                let v: Vec<f32> = values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if i % n == r { *x } else { 0.0 })
+                    .collect();
+                Tensor::<Ref, D>::from_data(TensorData::new(v, data.shape.clone()), &CPU)
+            })
+            .collect();
+        return from_parts::<Bk, D>(mesh, parts, p).expect("valid parts");
+    }
+    let whole = Tensor::<Bk, D>::from_data(data, mesh);
+    if p == Placement::Replicated || usable(p, &t.dims(), mesh.len()) {
+        redistribute(whole, p)
+    } else {
+        whole
+    }
+}
+
+fn usable(p: Placement, dims: &[usize], ranks: usize) -> bool {
+    match p {
+        Placement::Shard(d) => dims.get(d).is_some_and(|l| *l >= ranks),
+        _ => true,
+    }
+}
+
+/// Asserts `got` equals `want` within `rel` relative tolerance (exactly for ints and bools).
+pub fn assert_close(got: TensorData, want: TensorData, rel: f64, ctx: &str) {
+    assert_eq!(got.shape, want.shape, "{ctx}: shape");
+    if want.dtype == DType::Bool(burn::tensor::BoolStore::Native)
+        || matches!(want.dtype, DType::Bool(_))
+    {
+        assert_eq!(
+            got.to_vec::<bool>().ok(),
+            want.to_vec::<bool>().ok(),
+            "{ctx}: values"
+        );
+        return;
+    }
+    let g: Vec<f64> = got.convert::<f64>().to_vec().expect("numeric");
+    let w: Vec<f64> = want.convert::<f64>().to_vec().expect("numeric");
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let tol = rel * b.abs().max(1.0);
+        assert!(
+            (a - b).abs() <= tol || (a.is_nan() && b.is_nan()),
+            "{ctx}: element {i}: got {a}, want {b}"
+        );
+    }
+}
+
+/// Seeded uniform data in [-1, 1) of `shape` on the reference backend.
+pub fn rand<const D: usize>(shape: [usize; D], seed: u64) -> Tensor<Ref, D> {
+    let n: usize = shape.iter().product();
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_data(TensorData::new(v, shape), &CPU)
+}
+
+/// Runs `$body` on the reference backend and on `Sharded` meshes of 1..=4 ranks with every
+/// placement of the first input (the other inputs either `Replicated` or placed alike), and
+/// compares. Returns the number of fallbacks counted over all runs.
+#[macro_export]
+macro_rules! check_op {
+    ($name:expr, [$first:ident $(, $rest:ident)*], $body:expr) => {
+        check_op!($name, [$first $(, $rest)*], _dev, $body)
+    };
+    ($name:expr, [$first:ident $(, $rest:ident)*], $dev:ident, $body:expr) => {{
+        let want = {
+            let $first = $first.clone();
+            let $dev = $first.device();
+            $(let $rest = $rest.clone();)*
+            $body.into_data()
+        };
+        let mut fallbacks = 0u64;
+        for ranks in 1..=4 {
+            let mesh = common::mesh(ranks);
+            for p in common::placements(&$first.dims(), ranks) {
+                for same in [false, true] {
+                    let q = if same { p } else { firemesh_backend::Placement::Replicated };
+                    let (got, counts) = firemesh_backend::stats::count(|| {
+                        let $first = common::lift::<common::S, _>(&$first, &mesh, p);
+                        let $dev = $first.device();
+                        $(let $rest = common::lift::<common::S, _>(&$rest, &mesh, q);)*
+                        $body.into_data()
+                    });
+                    let ctx = format!("{} with N={ranks}, first {p:?}, rest {q:?}", $name);
+                    common::assert_close(got, want.clone(), 1e-5, &ctx);
+                    fallbacks += counts.total_fallbacks();
+                }
+            }
+        }
+        fallbacks
+    }};
+}
