@@ -4,7 +4,7 @@
 use crate::kind::{Float, Int};
 use crate::mesh::Mesh;
 use crate::placement::{even_split, Placement};
-use crate::redistribute::{to_placement, to_replicated, to_shard};
+use crate::redistribute::{to_placement, to_shard};
 use crate::rules;
 use crate::tensor::ShardedTensor;
 use crate::Sharded;
@@ -289,9 +289,4 @@ pub fn to_inner<Bk: MeshBackend, const D: usize>(
 /// Shard sizes an even split of `len` rows over `mesh` gives.
 pub fn shard_sizes<D: burn_backend::DeviceOps>(mesh: &Mesh<D>, len: usize) -> Vec<usize> {
     even_split(len, mesh.len())
-}
-
-#[doc(hidden)]
-pub fn replicated_value<B: Backend>(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
-    to_replicated(t)
 }

@@ -2,7 +2,7 @@
 //! trait; the placement rules they use live in `rules/`.
 
 use crate::kind::{Bool, Float, Int, Quantized};
-use crate::mesh::{mesh_count, Mesh, MESH_TYPE_ID};
+use crate::mesh::{mesh_count, Mesh, MeshError, MESH_TYPE_ID};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
 use std::marker::PhantomData;
@@ -89,6 +89,47 @@ impl<B: Backend> Backend for Sharded<B> {
         Iter: Iterator<Item = &'a mut burn_backend::TensorData>,
     {
         B::staging(data, mesh.device(0));
+    }
+}
+
+impl<B: Backend> Sharded<B> {
+    /// A mesh over `devices` whose every device has been tried: a device that does not exist
+    /// or cannot run a one-element upload and read-back is an error, not a later panic.
+    pub fn mesh(devices: Vec<B::Device>) -> Result<Mesh<B::Device>, MeshError> {
+        let mesh = Mesh::new(devices)?;
+        for (rank, device) in mesh.devices().iter().enumerate() {
+            if mesh.devices()[..rank].contains(device) {
+                continue;
+            }
+            probe::<B>(device).map_err(|reason| MeshError::DeviceMissing {
+                rank,
+                device: format!("{device:?}"),
+                reason,
+            })?;
+        }
+        Ok(mesh)
+    }
+}
+
+/// Uploads and reads back one element on `device`, turning a panic into its message.
+fn probe<B: Backend>(device: &B::Device) -> Result<(), String> {
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let data = burn_backend::TensorData::from([1.0f32]);
+        let t = B::float_from_data(data, device);
+        burn_backend::try_read_sync(B::float_into_data(t))
+    }));
+    match attempt {
+        Ok(Some(Ok(_))) => Ok(()),
+        Ok(Some(Err(e))) => Err(e.to_string()),
+        Ok(None) => Err("the device cannot be read synchronously".into()),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("uploading one element panicked: {message}"))
+        }
     }
 }
 

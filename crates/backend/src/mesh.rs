@@ -29,11 +29,11 @@ pub enum MeshError {
     Empty,
     #[error("a mesh holds at most {max} ranks, got {got}")]
     TooManyRanks { max: usize, got: usize },
-    #[error("rank {rank}'s device {device} is not present (the backend reports {count} devices of its kind)")]
+    #[error("rank {rank}'s device {device} cannot be used: {reason}")]
     DeviceMissing {
         rank: usize,
         device: String,
-        count: usize,
+        reason: String,
     },
     #[error("too many distinct meshes were created (at most {0})")]
     RegistryFull(usize),

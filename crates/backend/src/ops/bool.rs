@@ -2,20 +2,15 @@
 //! Generated from the trait's method list, then edited by hand: every method is forwarded
 //! (none inherits a default), through the placement rules in `crate::rules`.
 
-#![allow(unused_variables)]
-
 use crate::ranks::{fallback, on_ranks};
 use crate::rules::{self, Linear};
-use crate::{Bool, Float, Int, Quantized, Sharded};
+use crate::{Bool, Sharded};
 use burn_backend::ops::*;
-use burn_backend::quantization::{QuantScheme, QuantizationParametersPrimitive};
-use burn_backend::tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor};
+use burn_backend::tensor::{BoolTensor, Device, FloatTensor, IntTensor};
 use burn_backend::{
-    Backend, BoolDType, Distribution, ExecutionError, FloatDType, IntDType, Scalar, Shape, Slice,
-    TensorData, TensorPrimitive,
+    Backend, BoolDType, ExecutionError, FloatDType, IntDType, Scalar, Shape, Slice, TensorData,
 };
 use std::future::Future;
-use std::ops::Range;
 
 impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
     fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> BoolTensor<Self> {

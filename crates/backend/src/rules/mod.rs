@@ -18,7 +18,6 @@ pub(crate) use reduce::*;
 
 use crate::kind::Kind;
 use crate::placement::Placement;
-use crate::ranks::Parts;
 use crate::redistribute::to_replicated;
 use crate::stats;
 use crate::tensor::ShardedTensor;
@@ -34,21 +33,4 @@ pub(crate) fn replicate_for<B: Backend, K: Kind<B>>(
         stats::fallback(op);
     }
     to_replicated(t)
-}
-
-/// Like [`replicate_for`] for several arguments of any kind: counts one fallback for the op.
-pub(crate) fn count_fallback<B: Backend>(args: &[&dyn IsReplicated<B>], op: &'static str) {
-    if args.iter().any(|a| !a.replicated_now()) {
-        stats::fallback(op);
-    }
-}
-
-pub(crate) trait IsReplicated<B: Backend> {
-    fn replicated_now(&self) -> bool;
-}
-
-impl<B: Backend, T: Parts<B>> IsReplicated<B> for T {
-    fn replicated_now(&self) -> bool {
-        self.is_replicated()
-    }
 }

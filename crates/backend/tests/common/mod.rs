@@ -12,6 +12,7 @@ pub type S = Sharded<Ref>;
 pub type RefAd = Autodiff<Ref>;
 pub type SAd = Autodiff<S>;
 
+pub type Dev = NdArrayDevice;
 pub const CPU: NdArrayDevice = NdArrayDevice::Cpu;
 
 pub fn mesh(ranks: usize) -> Mesh<NdArrayDevice> {
