@@ -6,6 +6,7 @@
 use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
@@ -20,6 +21,7 @@ pub struct Mesh<D> {
 struct MeshInner<D> {
     index: u16,
     devices: Vec<D>,
+    parallel: AtomicBool,
 }
 
 /// Why a mesh could not be built.
@@ -65,6 +67,7 @@ impl<D: DeviceOps> Mesh<D> {
                 inner: Arc::new(MeshInner {
                     index: meshes.len() as u16,
                     devices,
+                    parallel: AtomicBool::new(false),
                 }),
             };
             meshes.push(mesh.clone());
@@ -116,6 +119,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
             inner: Arc::new(MeshInner {
                 index: 0,
                 devices: vec![D::default()],
+                parallel: AtomicBool::new(false),
             }),
         };
         Box::new(vec![default])
@@ -124,6 +128,20 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
         .downcast_mut::<Vec<Mesh<D>>>()
         .expect("the registry is keyed by device type");
     f(meshes)
+}
+
+impl<D> Mesh<D> {
+    /// Whether the ranks' work runs on a thread pool, one task per rank, instead of in turn on
+    /// the calling thread. Worth it for backends that compute on the calling thread (NdArray);
+    /// CubeCL backends queue work asynchronously and keep each thread's stream order, so they
+    /// should keep the default (off). The setting is shared by every handle to this mesh.
+    pub fn set_parallel(&self, parallel: bool) {
+        self.inner.parallel.store(parallel, Ordering::Relaxed);
+    }
+
+    pub fn parallel(&self) -> bool {
+        self.inner.parallel.load(Ordering::Relaxed)
+    }
 }
 
 impl<D> Clone for Mesh<D> {

@@ -283,14 +283,47 @@ macro_rules! on_ranks {
         let placement = $placement;
         let ranks = mesh.len();
         $(let mut $t = $crate::ranks::Parts::<B>::into_parts($t, ranks).into_iter();)*
-        let outs: Vec<_> = (0..ranks)
-            .map(|_| {
-                $(let $t = $t.next().expect("one part per rank");)*
-                $body
-            })
+        let args: Vec<_> = (0..ranks)
+            .map(|_| ($($t.next().expect("one part per rank"),)*))
             .collect();
+        let outs = $crate::ranks::run(&mesh, args, |($($t,)*)| $body);
         $crate::ranks::FromRanks::<B, _>::from_ranks(outs, &mesh, placement)
     }};
+}
+
+/// Calls `f` on every rank's arguments: in turn on the calling thread (the default, right for
+/// backends that queue work asynchronously), or on a thread pool when the mesh asks for it
+/// (backends that compute on the calling thread, like NdArray).
+pub(crate) fn run<D, A: Send, O: Send>(
+    mesh: &Mesh<D>,
+    args: Vec<A>,
+    f: impl Fn(A) -> O + Sync,
+) -> Vec<O> {
+    if mesh.parallel() && args.len() > 1 {
+        use rayon::prelude::*;
+        args.into_par_iter().map(&f).collect()
+    } else {
+        args.into_iter().map(f).collect()
+    }
+}
+
+/// One plain value per rank (block offsets, local shapes), passed to `on_ranks!` like a tensor.
+pub(crate) struct PerRank<T>(pub Vec<T>);
+
+impl<B: Backend, T> Parts<B> for PerRank<T> {
+    type Local = T;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        None
+    }
+    fn is_replicated(&self) -> bool {
+        true
+    }
+    fn replicated(self) -> Self {
+        self
+    }
+    fn into_parts(self, _ranks: usize) -> Vec<T> {
+        self.0
+    }
 }
 
 /// An op with no placement rule for its inputs: makes every input `Replicated` (counted as a

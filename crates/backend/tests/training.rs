@@ -183,9 +183,9 @@ fn images(_step: usize) -> (TensorData, TensorData) {
     (x, TensorData::new(y, [10]))
 }
 
-#[test]
-fn cnn_with_batchnorm_matches_one_device() {
-    let mesh = mesh(3);
+fn cnn_run(ranks: usize, parallel: bool) {
+    let mesh = mesh(ranks);
+    mesh.set_parallel(parallel);
     let (reference, model) = same_init(7, || Cnn::<RefAd>::new(&CPU), || Cnn::<SAd>::new(&mesh));
     let (want_losses, _, want) = train(reference, 10, |m: &Cnn<RefAd>, step| {
         let (x, y) = images(step);
@@ -194,7 +194,7 @@ fn cnn_with_batchnorm_matches_one_device() {
 
     let (losses, fallbacks, got) = train(model, 10, |m: &Cnn<SAd>, step| {
         let (x, y) = images(step);
-        let x = shard(Tensor::from_data(x, &mesh), 0).expect("batch of 10 over 3 ranks");
+        let x = shard(Tensor::from_data(x, &mesh), 0).expect("batch of 10 over the ranks");
         let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("targets");
         m.loss(x, y)
     });
@@ -202,6 +202,17 @@ fn cnn_with_batchnorm_matches_one_device() {
     assert!(want_losses[9] < want_losses[0], "the run must learn");
     assert_params_close(&got, &want, 1e-4);
     assert_eq!(fallbacks, 0, "forward and backward need no fallback");
+}
+
+#[test]
+fn cnn_with_batchnorm_matches_one_device() {
+    cnn_run(3, false);
+}
+
+/// The same run with every rank's work on the thread pool.
+#[test]
+fn cnn_with_batchnorm_matches_one_device_on_parallel_ranks() {
+    cnn_run(4, true);
 }
 
 fn tokens(step: usize) -> (TensorData, TensorData) {

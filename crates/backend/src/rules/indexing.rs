@@ -20,7 +20,7 @@ pub(crate) fn select<B: Backend, K: Kind<B>>(
     dim: usize,
     indices: I<B>,
     op_name: &'static str,
-    op: impl Fn(K::P, usize, B::IntTensorPrimitive) -> K::P,
+    op: impl Fn(K::P, usize, B::IntTensorPrimitive) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&indices.mesh)], op_name);
     let (t, indices, p) = match (t.placement, indices.placement) {
@@ -42,7 +42,7 @@ pub(crate) fn select_add<B: Backend, K: Kind<B>>(
     indices: I<B>,
     value: T<B, K>,
     op_name: &'static str,
-    op: impl Fn(K::P, usize, B::IntTensorPrimitive, K::P) -> K::P,
+    op: impl Fn(K::P, usize, B::IntTensorPrimitive, K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(
         &[Some(&t.mesh), Some(&indices.mesh), Some(&value.mesh)],
@@ -101,7 +101,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     indices: I<B>,
     op_name: &'static str,
-    op: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P,
+    op: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&indices.mesh)], op_name);
     if t.placement == Placement::Partial && indices.placement == Placement::Replicated {
@@ -124,7 +124,7 @@ pub(crate) fn scatter_add<B: Backend, K: Kind<B>>(
     indices: I<B>,
     value: T<B, K>,
     op_name: &'static str,
-    op: impl Fn(usize, K::P, B::IntTensorPrimitive, K::P) -> K::P,
+    op: impl Fn(usize, K::P, B::IntTensorPrimitive, K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(
         &[Some(&t.mesh), Some(&indices.mesh), Some(&value.mesh)],

@@ -4,7 +4,7 @@
 
 use crate::kind::Kind;
 use crate::placement::Placement;
-use crate::ranks::{common_mesh, on_ranks};
+use crate::ranks::{common_mesh, on_ranks, PerRank};
 use crate::redistribute::{to_partial, to_shard};
 use crate::rules::replicate_for;
 use crate::tensor::ShardedTensor;
@@ -17,20 +17,15 @@ type T<B, K> = ShardedTensor<B, K>;
 pub(crate) fn reshape<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     shape: Shape,
-    op: impl Fn(K::P, Shape) -> K::P,
+    op: impl Fn(K::P, Shape) -> K::P + Sync,
 ) -> T<B, K> {
     let Placement::Shard(d) = t.placement else {
         return on_ranks!(t.mesh.clone(), t.placement, [t], op(t, shape.clone()));
     };
     match local_reshape(&t.shape(), d, &t.shard_sizes().unwrap_or_default(), &shape) {
         Some(shapes) => {
-            let mut shapes = shapes.into_iter();
-            on_ranks!(
-                t.mesh.clone(),
-                t.placement,
-                [t],
-                op(t, shapes.next().expect("one shape per rank"))
-            )
+            let local = PerRank(shapes);
+            on_ranks!(t.mesh.clone(), t.placement, [t, local], op(t, local))
         }
         None => {
             let t = replicate_for(t, "reshape");
@@ -76,7 +71,7 @@ fn local_reshape(old: &Shape, d: usize, sizes: &[usize], new: &Shape) -> Option<
 pub(crate) fn permute<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     axes: &[usize],
-    op: impl Fn(K::P, &[usize]) -> K::P,
+    op: impl Fn(K::P, &[usize]) -> K::P + Sync,
 ) -> T<B, K> {
     let p = match t.placement {
         Placement::Shard(d) => Placement::Shard(axes.iter().position(|a| *a == d).unwrap_or(d)),
@@ -89,7 +84,7 @@ pub(crate) fn swap_dims<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     dim1: usize,
     dim2: usize,
-    op: impl Fn(K::P, usize, usize) -> K::P,
+    op: impl Fn(K::P, usize, usize) -> K::P + Sync,
 ) -> T<B, K> {
     let p = match t.placement {
         Placement::Shard(d) if d == dim1 => Placement::Shard(dim2),
@@ -100,7 +95,10 @@ pub(crate) fn swap_dims<B: Backend, K: Kind<B>>(
 }
 
 /// Swaps the last two dims.
-pub(crate) fn transpose<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) -> K::P) -> T<B, K> {
+pub(crate) fn transpose<B: Backend, K: Kind<B>>(
+    t: T<B, K>,
+    op: impl Fn(K::P) -> K::P + Sync,
+) -> T<B, K> {
     let n = t.rank();
     let p = match t.placement {
         Placement::Shard(d) if n >= 2 && d == n - 1 => Placement::Shard(n - 2),
@@ -115,7 +113,7 @@ pub(crate) fn transpose<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) ->
 pub(crate) fn expand<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     shape: Shape,
-    op: impl Fn(K::P, Shape) -> K::P,
+    op: impl Fn(K::P, Shape) -> K::P + Sync,
 ) -> T<B, K> {
     let Placement::Shard(d) = t.placement else {
         return on_ranks!(t.mesh.clone(), t.placement, [t], op(t, shape.clone()));
@@ -159,7 +157,7 @@ pub(crate) fn slice<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     slices: &[Slice],
     op_name: &'static str,
-    op: impl Fn(K::P, &[Slice]) -> K::P,
+    op: impl Fn(K::P, &[Slice]) -> K::P + Sync,
 ) -> T<B, K> {
     match t.placement {
         Placement::Shard(d) if keeps_whole_dim(slices, d, t.shape()[d]) => {
@@ -181,7 +179,7 @@ pub(crate) fn slice_assign<B: Backend, K: Kind<B>>(
     slices: &[Slice],
     value: T<B, K>,
     op_name: &'static str,
-    op: impl Fn(K::P, &[Slice], K::P) -> K::P,
+    op: impl Fn(K::P, &[Slice], K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&value.mesh)], op_name);
     match (t.placement, value.placement) {
@@ -220,7 +218,7 @@ pub(crate) fn cat<B: Backend, K: Kind<B>>(
     ts: Vec<T<B, K>>,
     dim: usize,
     op_name: &'static str,
-    op: impl Fn(Vec<K::P>, usize) -> K::P,
+    op: impl Fn(Vec<K::P>, usize) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(
         &ts.iter().map(|t| Some(&t.mesh)).collect::<Vec<_>>(),

@@ -16,7 +16,7 @@ pub(crate) fn matmul<B: Backend, K: Kind<B>>(
     lhs: T<B, K>,
     rhs: T<B, K>,
     op_name: &'static str,
-    op: impl Fn(K::P, K::P) -> K::P,
+    op: impl Fn(K::P, K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&lhs.mesh), Some(&rhs.mesh)], op_name);
     let (lhs, rhs, p) = place(lhs, rhs, op_name);

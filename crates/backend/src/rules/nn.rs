@@ -88,7 +88,7 @@ pub(crate) fn batch<B: Backend>(
     weight: F<B>,
     bias: Option<F<B>>,
     op: &'static str,
-    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(
         &[
@@ -110,7 +110,7 @@ pub(crate) fn batch_backward_x<B: Backend>(
     weight: F<B>,
     grad: F<B>,
     op: &'static str,
-    f: impl Fn(P<B>, P<B>, P<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&x.mesh), Some(&weight.mesh), Some(&grad.mesh)], op);
     let (x, grad, p) = elementwise2(batch_only(x, op), batch_only(grad, op), Linear::No);
@@ -132,7 +132,7 @@ pub(crate) fn batch_grad<B: Backend>(
     weight: F<B>,
     grad: F<B>,
     op: &'static str,
-    f: impl Fn(P<B>, P<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&weight.mesh), Some(&grad.mesh)], op);
     let grad = batch_only(to_replicated_if_partial(grad), op);
@@ -152,7 +152,7 @@ pub(crate) fn weight_grad<B: Backend>(
     weight: F<B>,
     grad: F<B>,
     op: &'static str,
-    f: impl Fn(P<B>, P<B>, P<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&x.mesh), Some(&weight.mesh), Some(&grad.mesh)], op);
     let (x, grad, p) = elementwise2(batch_only(x, op), batch_only(grad, op), Linear::No);
@@ -173,7 +173,7 @@ pub(crate) fn weight_grad<B: Backend>(
 pub(crate) fn embedding<B: Backend>(
     weights: F<B>,
     indices: I<B>,
-    f: impl Fn(P<B>, IP<B>) -> P<B>,
+    f: impl Fn(P<B>, IP<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&weights.mesh), Some(&indices.mesh)], "embedding");
     let weights = to_replicated(weights);
@@ -186,7 +186,7 @@ pub(crate) fn embedding_backward<B: Backend>(
     weights: F<B>,
     grad: F<B>,
     indices: I<B>,
-    f: impl Fn(P<B>, P<B>, IP<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, IP<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(
         &[Some(&weights.mesh), Some(&grad.mesh), Some(&indices.mesh)],
@@ -220,7 +220,7 @@ pub(crate) fn linear<B: Backend>(
     x: F<B>,
     weight: F<B>,
     bias: Option<F<B>>,
-    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(
         &[
@@ -239,7 +239,7 @@ pub(crate) fn linear<B: Backend>(
 pub(crate) fn linear_x_backward<B: Backend>(
     weight: F<B>,
     grad: F<B>,
-    f: impl Fn(P<B>, P<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&weight.mesh), Some(&grad.mesh)], "linear_x_backward");
     let grad = row_sharded(grad, "linear_x_backward");
@@ -251,7 +251,7 @@ pub(crate) fn linear_x_backward<B: Backend>(
 pub(crate) fn linear_weight_backward<B: Backend>(
     x: F<B>,
     grad: F<B>,
-    f: impl Fn(P<B>, P<B>) -> P<B>,
+    f: impl Fn(P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let op = "linear_weight_backward";
     let mesh = common_mesh(&[Some(&x.mesh), Some(&grad.mesh)], op);
@@ -268,7 +268,10 @@ pub(crate) fn linear_weight_backward<B: Backend>(
     on_ranks!(mesh, p, [x, grad], f(x, grad))
 }
 
-pub(crate) fn linear_bias_backward<B: Backend>(grad: F<B>, f: impl Fn(P<B>) -> P<B>) -> F<B> {
+pub(crate) fn linear_bias_backward<B: Backend>(
+    grad: F<B>,
+    f: impl Fn(P<B>) -> P<B> + Sync,
+) -> F<B> {
     let grad = row_sharded(grad, "linear_bias_backward");
     let p = if rows(grad.placement, grad.rank()) {
         Placement::Partial
@@ -282,7 +285,7 @@ pub(crate) fn layer_norm<B: Backend>(
     x: F<B>,
     gamma: F<B>,
     beta: Option<F<B>>,
-    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B>,
+    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(
         &[

@@ -3,7 +3,7 @@
 
 use crate::kind::{Float, Int, Kind};
 use crate::placement::{ranges, Placement};
-use crate::ranks::on_ranks;
+use crate::ranks::{on_ranks, PerRank};
 use crate::redistribute::to_replicated;
 use crate::rules::pointwise;
 use crate::tensor::ShardedTensor;
@@ -12,7 +12,7 @@ use burn_backend::{Backend, Scalar, TensorMetadata};
 type T<B, K> = ShardedTensor<B, K>;
 
 /// Sum of all elements: a sharded input gives one addend per rank.
-pub(crate) fn sum<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) -> K::P) -> T<B, K> {
+pub(crate) fn sum<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) -> K::P + Sync) -> T<B, K> {
     let p = match t.placement {
         Placement::Replicated => Placement::Replicated,
         _ => Placement::Partial,
@@ -24,7 +24,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) -> K::P)
 pub(crate) fn sum_dim<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     dim: usize,
-    op: impl Fn(K::P, usize) -> K::P,
+    op: impl Fn(K::P, usize) -> K::P + Sync,
 ) -> T<B, K> {
     let p = match t.placement {
         Placement::Shard(d) if d == dim => Placement::Partial,
@@ -66,8 +66,8 @@ pub(crate) fn combine<B: Backend, K: Kind<B>, K2: Kind<B>>(
     t: T<B, K>,
     dim: Option<usize>,
     _op: &'static str,
-    local: impl Fn(K::P) -> K2::P,
-    merge: impl Fn(K2::P) -> K2::P,
+    local: impl Fn(K::P) -> K2::P + Sync,
+    merge: impl Fn(K2::P) -> K2::P + Sync,
 ) -> T<B, K2> {
     let (t, p) = pointwise(t);
     let mesh = t.mesh.clone();
@@ -91,20 +91,18 @@ pub(crate) fn arg_extreme<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     dim: usize,
     _op: &'static str,
-    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive,
-    extreme: impl Fn(K::P, usize) -> K::P,
+    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive + Sync,
+    extreme: impl Fn(K::P, usize) -> K::P + Sync,
 ) -> T<B, Int> {
     let (t, p) = pointwise(t);
     let mesh = t.mesh.clone();
     match p {
         Placement::Shard(d) if d == dim => {
             let sizes = t.shard_sizes().unwrap_or_default();
-            let mut starts = ranges(&sizes)
-                .into_iter()
-                .map(|r| Scalar::from(r.start as i64));
-            let (values, indices): (T<B, K>, T<B, Int>) = on_ranks!(mesh.clone(), p, [t], {
+            let starts = ranges(&sizes).into_iter();
+            let start = PerRank(starts.map(|r| Scalar::from(r.start as i64)).collect());
+            let (values, indices): (T<B, K>, T<B, Int>) = on_ranks!(mesh.clone(), p, [t, start], {
                 let index = arg(t.clone(), dim);
-                let start = starts.next().expect("one block per rank");
                 (extreme(t, dim), B::int_add_scalar(index, start))
             });
             let (values, indices) = (to_replicated(values), to_replicated(indices));
