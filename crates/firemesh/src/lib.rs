@@ -1,6 +1,7 @@
 //! firemesh: multi-GPU data-parallel training for Burn. This crate re-exports the library API;
 //! the `firemesh` binary is the command-line entry point.
 
+pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
 
 pub mod mesh;

@@ -5,6 +5,7 @@ use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
 use firemesh::mesh::{DeviceMesh, MeshKind};
 use firemesh::train::{train_resnet, TrainArgs};
+use firemesh_backend::{Mesh, Sharded};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
@@ -21,10 +22,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a tiny ResNet on synthetic CIFAR-like images, data-parallel over a CPU mesh.
+    /// Train a tiny ResNet on synthetic CIFAR-like images, its batch sharded over the mesh.
     Train {
-        /// Which devices to use (GPU meshes are not supported by `train` yet).
-        #[arg(long, value_enum, default_value_t = MeshKind::Cpu)]
+        /// Which devices to use: CUDA GPUs when found (auto), else a CPU mesh.
+        #[arg(long, value_enum, default_value_t = MeshKind::Auto)]
         mesh: MeshKind,
         /// Number of ranks (default: one per GPU, or 4 on the CPU).
         #[arg(long)]
@@ -75,25 +76,32 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
         mesh.describe()
     );
     let report = match &mesh {
-        // Burn 0.21 module clones share BatchNorm running statistics, and syncing them moves
-        // tensors between devices, which Burn cannot do between two wgpu devices and does with
-        // NCCL on CUDA. Until replicas are built with their own state, train on the CPU mesh.
-        DeviceMesh::Cuda(_) | DeviceMesh::Wgpu(_) => {
-            return Err(format!(
-                "training on {} is not supported yet (replicas would share BatchNorm state across devices); run with --mesh cpu",
-                mesh.describe()
-            ))
+        DeviceMesh::Cuda(d) => {
+            train_resnet::<burn_cuda::Cuda>(sharded_mesh::<burn_cuda::Cuda>(d)?, args)?
+        }
+        DeviceMesh::Wgpu(d) => {
+            train_resnet::<burn_wgpu::Wgpu>(sharded_mesh::<burn_wgpu::Wgpu>(d)?, args)?
         }
         DeviceMesh::Cpu(n) => {
-            let group = DeviceMesh::cpu_group(*n).map_err(|e| e.to_string())?;
-            train_resnet::<Autodiff<burn_ndarray::NdArray>, _>(vec![burn_ndarray::NdArrayDevice::Cpu; *n], group, args)?
+            let mesh =
+                Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *n).map_err(|e| e.to_string())?;
+            // NdArray computes on the calling thread: run the ranks on the thread pool.
+            mesh.set_parallel(true);
+            train_resnet::<burn_ndarray::NdArray>(mesh, args)?
         }
     };
     println!(
-        "  loss {:.4} -> {:.4}, {:.1} images/s, replicas identical",
-        report.first_loss, report.last_loss, report.images_per_second
+        "  loss {:.4} -> {:.4}, {:.1} images/s, {} fallback op(s)",
+        report.first_loss, report.last_loss, report.images_per_second, report.fallbacks
     );
     Ok(())
+}
+
+/// The `Sharded` mesh over `devices`, each device tried first.
+fn sharded_mesh<B: burn::tensor::backend::Backend>(
+    devices: &[B::Device],
+) -> Result<Mesh<B::Device>, String> {
+    Sharded::<B>::mesh(devices.to_vec()).map_err(|e| e.to_string())
 }
 
 fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<(), String> {

@@ -1,16 +1,16 @@
 //! `firemesh train`: data-parallel training of a reference model on the devices found.
 
-use burn::module::AutodiffModule;
+use burn::backend::Autodiff;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::SgdConfig;
-use burn::tensor::backend::AutodiffBackend;
-use firemesh_collective::TensorCollectives;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::Backend;
+use burn::tensor::ElementConversion;
+use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
 use firemesh_datasets::{
     shard_image_batch, DistributedSampler, SamplerPosition, SyntheticImages, SyntheticImagesConfig,
     TailPolicy,
 };
 use firemesh_resnet::ResNetConfig;
-use firemesh_train::{DataParallel, GradientSync};
 use std::time::Instant;
 
 /// What to train and for how long.
@@ -44,27 +44,29 @@ pub struct TrainReport {
     pub first_loss: f64,
     pub last_loss: f64,
     pub images_per_second: f64,
+    /// Ops that ran replicated for lack of a placement rule, over all forward and backward
+    /// passes (0 for this model).
+    pub fallbacks: u64,
 }
 
-/// Train a tiny CIFAR ResNet on synthetic CIFAR-like images, one replica per device in
-/// `devices`, averaging gradients with `group`.
-pub fn train_resnet<B, G>(
-    devices: Vec<B::Device>,
-    group: G,
+type Ad<B> = Autodiff<Sharded<B>>;
+
+/// Train a tiny CIFAR ResNet on synthetic CIFAR-like images with `Autodiff<Sharded<B>>`: one
+/// model whose parameters are replicated over the ranks of `mesh`, each step's batch sharded
+/// over them (each rank's slice built on its own device), gradients all-reduced where the
+/// optimizer meets them, BatchNorm statistics computed over the whole batch.
+pub fn train_resnet<B: Backend>(
+    mesh: Mesh<B::Device>,
     args: &TrainArgs,
-) -> Result<TrainReport, String>
-where
-    B: AutodiffBackend,
-    G: TensorCollectives<B::InnerBackend>,
-{
-    let ranks = devices.len();
+) -> Result<TrainReport, String> {
+    let ranks = mesh.len();
     if args.batch % ranks != 0 || args.batch < ranks {
         return Err(format!(
             "--batch {} must be a positive multiple of the {ranks} ranks",
             args.batch
         ));
     }
-    B::seed(&devices[0], args.seed);
+    Ad::<B>::seed(&mesh, args.seed);
     let config = SyntheticImagesConfig {
         shape: [3, args.image_size, args.image_size],
         ..SyntheticImagesConfig::cifar_like(args.samples, args.seed)
@@ -78,28 +80,14 @@ where
         TailPolicy::DropLast,
     )
     .map_err(|e| e.to_string())?;
-    let model = ResNetConfig::tiny(10)
-        .init::<B>(&devices[0])
+    let mut model = ResNetConfig::tiny(10)
+        .init::<Ad<B>>(&mesh)
         .map_err(|e| e.to_string())?;
     let momentum = burn::optim::momentum::MomentumConfig::new().with_momentum(0.9);
-    let optimizer = || {
-        SgdConfig::new()
-            .with_momentum(Some(momentum.clone()))
-            .init()
-    };
-    let mut dp = DataParallel::new(
-        model,
-        devices.clone(),
-        optimizer,
-        GradientSync::new(group, 25 << 20),
-    )
-    .map_err(|e| e.to_string())?;
-    let loss_fns: Vec<_> = devices
-        .iter()
-        .map(|d| CrossEntropyLossConfig::new().init(d))
-        .collect();
+    let mut optimizer = SgdConfig::new().with_momentum(Some(momentum)).init();
+    let loss_fn = CrossEntropyLossConfig::new().init(&mesh);
 
-    let (mut first, mut last) = (None, 0.0);
+    let (mut first, mut last, mut fallbacks) = (None, 0.0, 0);
     let start = Instant::now();
     let mut position = SamplerPosition::default();
     let mut step = 0;
@@ -109,14 +97,22 @@ where
                 break;
             }
             position = batch.position;
-            let shards = shard_image_batch::<B, _>(&data, &batch.indices, &devices)
+            let shards = shard_image_batch::<B, _>(&data, &batch.indices, mesh.devices())
                 .map_err(|e| e.to_string())?;
-            let loss = dp
-                .step(args.lr, |r, model| {
-                    let logits = model.forward(shards[r].images.clone());
-                    loss_fns[r].forward(logits, shards[r].labels.clone())
-                })
-                .map_err(|e| e.to_string())?;
+            let (images, labels): (Vec<_>, Vec<_>) =
+                shards.into_iter().map(|s| (s.images, s.labels)).unzip();
+            let images = from_shards::<Ad<B>, 4>(&mesh, images, 0).map_err(|e| e.to_string())?;
+            let labels =
+                from_shards_int::<Ad<B>, 1>(&mesh, labels, 0).map_err(|e| e.to_string())?;
+            let ((loss, grads), counts) = stats::count(|| {
+                let loss = loss_fn.forward(model.forward(images), labels);
+                let grads = loss.backward();
+                (loss, grads)
+            });
+            fallbacks += counts.total_fallbacks();
+            let grads = GradientsParams::from_grads(grads, &model);
+            model = optimizer.step(args.lr, model, grads);
+            let loss: f64 = loss.into_scalar().elem();
             first.get_or_insert(loss);
             last = loss;
             step += 1;
@@ -134,24 +130,10 @@ where
         };
     }
     let images_per_second = (args.steps * args.batch) as f64 / start.elapsed().as_secs_f64();
-    check_replicas_agree(&dp)?;
     Ok(TrainReport {
         first_loss: first.unwrap_or(0.0),
         last_loss: last,
         images_per_second,
+        fallbacks,
     })
-}
-
-/// Data-parallel replicas must hold the same parameters after every step.
-fn check_replicas_agree<B, M, O, G>(dp: &DataParallel<B, M, O, G>) -> Result<(), String>
-where
-    B: AutodiffBackend,
-    M: AutodiffModule<B> + Send + Sync,
-    O: burn::optim::Optimizer<M, B>,
-    G: TensorCollectives<B::InnerBackend>,
-{
-    match dp.replica_divergence() {
-        0.0 => Ok(()),
-        d => Err(format!("replicas diverged by {d}: gradient sync is broken")),
-    }
 }

@@ -1,0 +1,255 @@
+//! Training-step time of a small ResNet on `Sharded<NdArray>` against plain `NdArray`, measured
+//! side by side: setups take turns step by step, so machine noise hits them alike.
+//!
+//! `cargo run --release -p firemesh-benches --bin sharded_step`
+
+use burn::backend::ndarray::NdArrayDevice;
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{AutodiffModule, Module};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor, TensorData};
+use clap::Parser;
+use firemesh_backend::{shard, shard_int, Mesh, Sharded};
+use firemesh_resnet::{ResNet, ResNetConfig};
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// Global batch size (split over the ranks).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Image side in pixels.
+    #[arg(long, default_value_t = 32)]
+    size: usize,
+    /// Measured steps per setup (after two warm-up steps).
+    #[arg(long, default_value_t = 12)]
+    steps: usize,
+    /// Where to write sharded_step.{md,json}.
+    #[arg(long, default_value = "benches/results")]
+    out: String,
+}
+
+type Ref = NdArray<f32>;
+const CLASSES: usize = 10;
+
+/// One training setup: a model, its optimizer and how its batch is placed.
+trait Setup {
+    fn name(&self) -> String;
+    fn ranks(&self) -> usize;
+    /// One SGD step; returns the loss (read back, so the step's work is done).
+    fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32;
+}
+
+struct Run<B: AutodiffBackend, O> {
+    name: String,
+    ranks: usize,
+    device: B::Device,
+    model: Option<ResNet<B>>,
+    optim: O,
+    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
+}
+
+impl<B: AutodiffBackend, O: Optimizer<ResNet<B>, B>> Setup for Run<B, O> {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn ranks(&self) -> usize {
+        self.ranks
+    }
+    fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32 {
+        let model = self.model.take().expect("model");
+        let x = Tensor::<B, 4>::from_data(images.clone(), &self.device);
+        let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &self.device);
+        let (x, y) = (self.place)(x, y);
+        let logits = model.forward(x);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, y);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let value: f32 = loss.into_scalar().elem();
+        self.model = Some(self.optim.step(0.05, model, grads));
+        value
+    }
+}
+
+use burn::tensor::ElementConversion;
+
+/// Reads every parameter once, which runs Burn's lazy initializers.
+struct Materialize;
+
+impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+        let _ = param.val();
+    }
+}
+
+fn run<B: AutodiffBackend>(
+    name: String,
+    ranks: usize,
+    device: B::Device,
+    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
+) -> Box<dyn Setup>
+where
+    ResNet<B>: AutodiffModule<B>,
+{
+    B::seed(&device, 3);
+    let model = ResNetConfig::tiny(CLASSES)
+        .init::<B>(&device)
+        .expect("valid config");
+    // Parameters initialize lazily; draw them now, so every setup starts from the same weights.
+    model.visit(&mut Materialize);
+    let optim = SgdConfig::new().init::<B, ResNet<B>>();
+    Box::new(Run {
+        name,
+        ranks,
+        device,
+        model: Some(model),
+        optim,
+        place,
+    })
+}
+
+fn keep<B: AutodiffBackend>(
+    x: Tensor<B, 4>,
+    y: Tensor<B, 1, Int>,
+) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
+    (x, y)
+}
+
+fn split(
+    x: Tensor<Autodiff<Sharded<Ref>>, 4>,
+    y: Tensor<Autodiff<Sharded<Ref>>, 1, Int>,
+) -> (
+    Tensor<Autodiff<Sharded<Ref>>, 4>,
+    Tensor<Autodiff<Sharded<Ref>>, 1, Int>,
+) {
+    (
+        shard(x, 0).expect("batch ≥ ranks"),
+        shard_int(y, 0).expect("batch ≥ ranks"),
+    )
+}
+
+fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
+    // Meshes of equal device lists are one mesh, so setups of the same size share it and each
+    // sets its execution mode right before its step.
+    let mesh = Mesh::replicate(NdArrayDevice::Cpu, ranks).expect("mesh");
+    let name = format!(
+        "Sharded<NdArray> N={ranks}{}",
+        if parallel { " (thread pool)" } else { "" }
+    );
+    let setup = run::<Autodiff<Sharded<Ref>>>(name, ranks, mesh.clone(), split);
+    Box::new(Mode {
+        mesh,
+        parallel,
+        inner: setup,
+    })
+}
+
+/// Sets the mesh's execution mode before each step (setups share meshes of equal size).
+struct Mode {
+    mesh: Mesh<NdArrayDevice>,
+    parallel: bool,
+    inner: Box<dyn Setup>,
+}
+
+impl Setup for Mode {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn ranks(&self) -> usize {
+        self.inner.ranks()
+    }
+    fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32 {
+        self.mesh.set_parallel(self.parallel);
+        self.inner.step(images, labels)
+    }
+}
+
+#[derive(Serialize)]
+struct Row {
+    setup: String,
+    ranks: usize,
+    median_ms: f64,
+    images_per_s: f64,
+    vs_ndarray: f64,
+    vs_sharded_n1: f64,
+    final_loss: f32,
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut setups: Vec<Box<dyn Setup>> = vec![
+        run::<Autodiff<Ref>>("NdArray".into(), 1, NdArrayDevice::Cpu, keep),
+        sharded(1, false),
+        sharded(2, false),
+        sharded(2, true),
+        sharded(4, false),
+        sharded(4, true),
+    ];
+    let n = args.batch * 3 * args.size * args.size;
+    let images: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let images = TensorData::new(images, [args.batch, 3, args.size, args.size]);
+    let labels: Vec<i64> = (0..args.batch).map(|i| (i % CLASSES) as i64).collect();
+    let labels = TensorData::new(labels, [args.batch]);
+
+    let mut times = vec![Vec::new(); setups.len()];
+    let mut losses = vec![0f32; setups.len()];
+    for step in 0..args.steps + 2 {
+        for (i, s) in setups.iter_mut().enumerate() {
+            let start = Instant::now();
+            losses[i] = s.step(&images, &labels);
+            if step >= 2 {
+                times[i].push(start.elapsed().as_secs_f64());
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let medians: Vec<f64> = times.iter_mut().map(median).collect();
+    let mut md = format!(
+        "# Training step, tiny ResNet, batch {} of 3×{}×{}, SGD (CPU, {} cores)\n\n\
+         Setups take turns step by step in one run; medians of {} steps after 2 warm-up steps.\n\n\
+         | setup | median ms | images/s | vs NdArray | vs Sharded N=1 | loss after run |\n|---|---|---|---|---|---|\n",
+        args.batch,
+        args.size,
+        args.size,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        args.steps
+    );
+    let mut rows = Vec::new();
+    for (i, s) in setups.iter().enumerate() {
+        let row = Row {
+            setup: s.name(),
+            ranks: s.ranks(),
+            median_ms: medians[i] * 1e3,
+            images_per_s: args.batch as f64 / medians[i],
+            vs_ndarray: medians[i] / medians[0],
+            vs_sharded_n1: medians[i] / medians[1],
+            final_loss: losses[i],
+        };
+        md += &format!(
+            "| {} | {:.1} | {:.1} | {:.3}× | {:.3}× | {:.4} |\n",
+            row.setup,
+            row.median_ms,
+            row.images_per_s,
+            row.vs_ndarray,
+            row.vs_sharded_n1,
+            row.final_loss
+        );
+        rows.push(row);
+    }
+    md += "\nRatios are step-time ratios (lower is faster). The peer, burn-train's MultiDevice \
+           strategy, is not measured here: burn-train is not a dependency of this workspace yet.\n";
+    print!("{md}");
+    std::fs::create_dir_all(&args.out).expect("results dir");
+    std::fs::write(format!("{}/sharded_step.md", args.out), &md).expect("write md");
+    let json = serde_json::to_string_pretty(&rows).expect("json");
+    std::fs::write(format!("{}/sharded_step.json", args.out), json).expect("write json");
+}
