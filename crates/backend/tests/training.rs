@@ -163,6 +163,18 @@ fn same_init<A: Module<RefAd>, C: Module<SAd>>(
     (a, c)
 }
 
+/// What [`train`] returns: losses, fallbacks in forward and backward, final parameters.
+type Run = (Vec<f32>, u64, Vec<Vec<f32>>);
+
+/// The sharded run learned like the reference, ended with its parameters (1e-4) and needed no
+/// fallback.
+fn assert_same_run((want_losses, _, want): Run, (losses, fallbacks, got): Run) {
+    println!("losses: one device {want_losses:?}\n        sharded    {losses:?}");
+    assert!(want_losses[9] < want_losses[0], "the run must learn");
+    assert_params_close(&got, &want, 1e-4);
+    assert_eq!(fallbacks, 0, "forward and backward need no fallback");
+}
+
 fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
     assert_eq!(got.len(), want.len());
     let mut worst = 0f32;
@@ -175,7 +187,7 @@ fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
     assert!(worst <= tol, "parameters differ by {worst}");
 }
 
-/// One fixed batch of 10 images with learnable labels (the sign pattern of channel 0).
+/// One fixed batch of 10 images and labels, so that ten steps visibly learn.
 fn images(_step: usize) -> (TensorData, TensorData) {
     let x = common::rand([10, 3, 8, 8], 100);
     let y: Vec<i64> = (0..10).map(|i| (i % 4) as i64).collect();
@@ -187,21 +199,18 @@ fn cnn_run(ranks: usize, parallel: bool) {
     let mesh = mesh(ranks);
     mesh.set_parallel(parallel);
     let (reference, model) = same_init(7, || Cnn::<RefAd>::new(&CPU), || Cnn::<SAd>::new(&mesh));
-    let (want_losses, _, want) = train(reference, 10, |m: &Cnn<RefAd>, step| {
+    let reference = train(reference, 10, |m: &Cnn<RefAd>, step| {
         let (x, y) = images(step);
         m.loss(Tensor::from_data(x, &CPU), Tensor::from_data(y, &CPU))
     });
 
-    let (losses, fallbacks, got) = train(model, 10, |m: &Cnn<SAd>, step| {
+    let sharded = train(model, 10, |m: &Cnn<SAd>, step| {
         let (x, y) = images(step);
         let x = shard(Tensor::from_data(x, &mesh), 0).expect("batch of 10 over the ranks");
         let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("targets");
         m.loss(x, y)
     });
-    println!("losses: one device {want_losses:?}\n        sharded    {losses:?}");
-    assert!(want_losses[9] < want_losses[0], "the run must learn");
-    assert_params_close(&got, &want, 1e-4);
-    assert_eq!(fallbacks, 0, "forward and backward need no fallback");
+    assert_same_run(reference, sharded);
 }
 
 #[test]
@@ -231,19 +240,16 @@ fn transformer_encoder_matches_one_device() {
         || TinyLm::<RefAd>::new(&CPU),
         || TinyLm::<SAd>::new(&mesh),
     );
-    let (want_losses, _, want) = train(reference, 10, |m: &TinyLm<RefAd>, step| {
+    let reference = train(reference, 10, |m: &TinyLm<RefAd>, step| {
         let (x, y) = tokens(step);
         m.loss(Tensor::from_data(x, &CPU), Tensor::from_data(y, &CPU))
     });
 
-    let (losses, fallbacks, got) = train(model, 10, |m: &TinyLm<SAd>, step| {
+    let sharded = train(model, 10, |m: &TinyLm<SAd>, step| {
         let (x, y) = tokens(step);
         let x = shard_int(Tensor::from_data(x, &mesh), 0).expect("5 sequences over 3 ranks");
         let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("targets");
         m.loss(x, y)
     });
-    println!("losses: one device {want_losses:?}\n        sharded    {losses:?}");
-    assert!(want_losses[9] < want_losses[0], "the run must learn");
-    assert_params_close(&got, &want, 1e-4);
-    assert_eq!(fallbacks, 0, "forward and backward need no fallback");
+    assert_same_run(reference, sharded);
 }

@@ -47,26 +47,6 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
         rules::from_data::<B, Bool>(data, device)
     }
 
-    fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::bool_into_int(tensor, out_dtype)
-        )
-    }
-
-    fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::bool_into_float(tensor, out_dtype)
-        )
-    }
-
     fn bool_device(tensor: &BoolTensor<Self>) -> Device<Self> {
         tensor.mesh.clone()
     }
@@ -91,34 +71,6 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
         rules::slice_assign::<B, Bool>(tensor, slices, value, "bool_slice_assign", |t, s, v| {
             B::bool_slice_assign(t, s, v)
         })
-    }
-
-    fn bool_mask_where(
-        tensor: BoolTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: BoolTensor<Self>,
-    ) -> BoolTensor<Self> {
-        let (tensor, mask, value, p) = rules::elementwise3(tensor, mask, value);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask, value],
-            B::bool_mask_where(tensor, mask, value)
-        )
-    }
-
-    fn bool_mask_fill(
-        tensor: BoolTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: Scalar,
-    ) -> BoolTensor<Self> {
-        let (tensor, mask, p) = rules::elementwise2(tensor, mask, Linear::No);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask],
-            B::bool_mask_fill(tensor, mask, value)
-        )
     }
 
     fn bool_gather(
@@ -173,58 +125,8 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn bool_repeat_dim(tensor: BoolTensor<Self>, dim: usize, times: usize) -> BoolTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "bool_repeat_dim");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::bool_repeat_dim(tensor, dim, times)
-        )
-    }
-
     fn bool_cat(tensors: Vec<BoolTensor<Self>>, dim: usize) -> BoolTensor<Self> {
         rules::cat::<B, Bool>(tensors, dim, "bool_cat", |ts, d| B::bool_cat(ts, d))
-    }
-
-    fn bool_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bool_equal(lhs, rhs))
-    }
-
-    fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bool_not_equal(lhs, rhs))
-    }
-
-    fn bool_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::bool_equal_elem(lhs, rhs))
-    }
-
-    fn bool_not_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::bool_not_equal_elem(lhs, rhs))
-    }
-
-    fn bool_not(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::bool_not(tensor))
-    }
-
-    fn bool_and(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bool_and(lhs, rhs))
-    }
-
-    fn bool_or(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bool_or(lhs, rhs))
-    }
-
-    fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bool_xor(lhs, rhs))
     }
 
     fn bool_transpose(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
@@ -237,11 +139,6 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
 
     fn bool_permute(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self> {
         rules::permute::<B, Bool>(tensor, axes, |t, a| B::bool_permute(t, a))
-    }
-
-    fn bool_flip(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self> {
-        let (tensor, p) = rules::along(tensor, axes, "bool_flip");
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::bool_flip(tensor, axes))
     }
 
     fn bool_any(tensor: BoolTensor<Self>) -> BoolTensor<Self> {
@@ -295,18 +192,33 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
         rules::expand::<B, Bool>(tensor, shape, |t, s| B::bool_expand(t, s))
     }
 
-    fn bool_unfold(
-        tensor: BoolTensor<Self>,
-        dim: usize,
-        size: usize,
-        step: usize,
-    ) -> BoolTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "bool_unfold");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::bool_unfold(tensor, dim, size, step)
-        )
+    along_ops! { axes;
+        fn bool_flip(tensor: BoolTensor<Self>, axes: &[usize]) -> BoolTensor<Self>;
+    }
+
+    along_ops! { &[dim];
+        fn bool_repeat_dim(tensor: BoolTensor<Self>, dim: usize, times: usize) -> BoolTensor<Self>;
+        fn bool_unfold(tensor: BoolTensor<Self>, dim: usize, size: usize, step: usize) -> BoolTensor<Self>;
+    }
+
+    elementwise3_ops! {
+        fn bool_mask_where(tensor: BoolTensor<Self>, mask: BoolTensor<Self>, value: BoolTensor<Self>) -> BoolTensor<Self>;
+    }
+
+    elementwise_ops! { Linear::No;
+        fn bool_mask_fill(tensor: BoolTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> BoolTensor<Self>;
+        fn bool_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self>;
+        fn bool_not_equal(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self>;
+        fn bool_and(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self>;
+        fn bool_or(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self>;
+        fn bool_xor(lhs: BoolTensor<Self>, rhs: BoolTensor<Self>) -> BoolTensor<Self>;
+    }
+
+    pointwise_ops! {
+        fn bool_into_int(tensor: BoolTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
+        fn bool_into_float(tensor: BoolTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self>;
+        fn bool_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self>;
+        fn bool_not_equal_elem(lhs: BoolTensor<Self>, rhs: Scalar) -> BoolTensor<Self>;
+        fn bool_not(tensor: BoolTensor<Self>) -> BoolTensor<Self>;
     }
 }

@@ -70,16 +70,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         rules::to_mesh::<B, Float>(tensor, device)
     }
 
-    fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_into_int(tensor, out_dtype)
-        )
-    }
-
     fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> FloatTensor<Self> {
         fallback!(
             "float_empty",
@@ -88,144 +78,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn float_repeat_dim(tensor: FloatTensor<Self>, dim: usize, times: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_repeat_dim");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_repeat_dim(tensor, dim, times)
-        )
-    }
-
-    fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Sum);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_add(lhs, rhs))
-    }
-
-    fn float_add_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::float_add_scalar(lhs, rhs))
-    }
-
-    fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_clamp_min(tensor, min)
-        )
-    }
-
-    fn float_clamp_max(tensor: FloatTensor<Self>, max: Scalar) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_clamp_max(tensor, max)
-        )
-    }
-
-    fn float_clamp(tensor: FloatTensor<Self>, min: Scalar, max: Scalar) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_clamp(tensor, min, max)
-        )
-    }
-
-    fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Sum);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_sub(lhs, rhs))
-    }
-
-    fn float_sub_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::float_sub_scalar(lhs, rhs))
-    }
-
-    fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Product);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_mul(lhs, rhs))
-    }
-
-    fn float_mul_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        on_ranks!(
-            lhs.mesh.clone(),
-            lhs.placement,
-            [lhs],
-            B::float_mul_scalar(lhs, rhs)
-        )
-    }
-
-    fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Numerator);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_div(lhs, rhs))
-    }
-
-    fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        on_ranks!(
-            lhs.mesh.clone(),
-            lhs.placement,
-            [lhs],
-            B::float_div_scalar(lhs, rhs)
-        )
-    }
-
-    fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_remainder(lhs, rhs)
-        )
-    }
-
-    fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_remainder_scalar(lhs, rhs)
-        )
-    }
-
     fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         rules::matmul::<B, Float>(lhs, rhs, "float_matmul", |a, b| B::float_matmul(a, b))
-    }
-
-    fn float_cross(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        dim: usize,
-    ) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::along2(lhs, rhs, &[dim], "float_cross");
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_cross(lhs, rhs, dim)
-        )
-    }
-
-    fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::float_neg(tensor)
-        )
-    }
-
-    fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_recip(tensor))
     }
 
     fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -238,16 +92,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_permute(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self> {
         rules::permute::<B, Float>(tensor, axes, |t, a| B::float_permute(t, a))
-    }
-
-    fn float_flip(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, axes, "float_flip");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_flip(tensor, axes)
-        )
     }
 
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
@@ -341,220 +185,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         })
     }
 
-    fn float_mask_where(
-        tensor: FloatTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let (tensor, mask, value, p) = rules::elementwise3(tensor, mask, value);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask, value],
-            B::float_mask_where(tensor, mask, value)
-        )
-    }
-
-    fn float_mask_fill(
-        tensor: FloatTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: Scalar,
-    ) -> FloatTensor<Self> {
-        let (tensor, mask, p) = rules::elementwise2(tensor, mask, Linear::No);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask],
-            B::float_mask_fill(tensor, mask, value)
-        )
-    }
-
-    fn float_equal(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_not_equal(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_not_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_equal_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_not_equal_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_not_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_greater(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_greater(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_greater_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_greater_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_greater_equal(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_greater_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_greater_equal_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_greater_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_lower(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_lower(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_lower_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_lower_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_lower_equal(
-        lhs: FloatTensor<Self>,
-        rhs: FloatTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::float_lower_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_lower_equal_elem(
-        lhs: FloatTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_lower_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::float_detach(tensor)
-        )
-    }
-
-    fn float_set_require_grad(tensor: FloatTensor<Self>, require_grad: bool) -> FloatTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::float_set_require_grad(tensor, require_grad)
-        )
-    }
-
     fn float_is_require_grad(tensor: &FloatTensor<Self>) -> bool {
         B::float_is_require_grad(&tensor.parts[0])
     }
@@ -595,216 +225,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         rules::mean_dim::<B>(tensor, dim)
     }
 
-    fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_cumsum");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_cumsum(tensor, dim)
-        )
-    }
-
-    fn float_cumprod(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_cumprod");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_cumprod(tensor, dim)
-        )
-    }
-
-    fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_cummin");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_cummin(tensor, dim)
-        )
-    }
-
-    fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_cummax");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_cummax(tensor, dim)
-        )
-    }
-
-    fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_cast(tensor, dtype)
-        )
-    }
-
-    fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_exp(tensor))
-    }
-
-    fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_log(tensor))
-    }
-
-    fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_log1p(tensor))
-    }
-
-    fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_powf(lhs, rhs))
-    }
-
-    fn float_powi(lhs: FloatTensor<Self>, rhs: IntTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_powi(lhs, rhs))
-    }
-
-    fn float_powi_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::float_powi_scalar(lhs, rhs))
-    }
-
-    fn float_powi_scalar_impl(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::float_powi_scalar_impl(lhs, rhs)
-        )
-    }
-
-    fn float_powf_scalar(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_powf_scalar(tensor, value)
-        )
-    }
-
-    fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_powf_scalar_impl(tensor, value)
-        )
-    }
-
-    fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_sqrt(tensor))
-    }
-
-    fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_abs(tensor))
-    }
-
-    fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_cos(tensor))
-    }
-
-    fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_sin(tensor))
-    }
-
-    fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_tan(tensor))
-    }
-
-    fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_cosh(tensor))
-    }
-
-    fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_sinh(tensor))
-    }
-
-    fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_tanh(tensor))
-    }
-
-    fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_acos(tensor))
-    }
-
-    fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_acosh(tensor))
-    }
-
-    fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_asin(tensor))
-    }
-
-    fn float_asinh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_asinh(tensor))
-    }
-
-    fn float_atan(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_atan(tensor))
-    }
-
-    fn float_atanh(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_atanh(tensor))
-    }
-
-    fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::float_atan2(lhs, rhs))
-    }
-
-    fn float_round(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_round(tensor))
-    }
-
-    fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_floor(tensor))
-    }
-
-    fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_ceil(tensor))
-    }
-
-    fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_trunc(tensor))
-    }
-
-    fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_erf(tensor))
-    }
-
     fn float_cat(tensors: Vec<FloatTensor<Self>>, dim: usize) -> FloatTensor<Self> {
         rules::cat::<B, Float>(tensors, dim, "float_cat", |ts, d| B::float_cat(ts, d))
     }
@@ -816,31 +236,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_argmax",
             |t, d| B::float_argmax(t, d, out_dtype),
             |t, d| B::float_max_dim(t, d),
-        )
-    }
-
-    fn float_argtopk(
-        tensor: FloatTensor<Self>,
-        dim: usize,
-        k: usize,
-        out_dtype: IntDType,
-    ) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_argtopk");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_argtopk(tensor, dim, k, out_dtype)
-        )
-    }
-
-    fn float_topk(tensor: FloatTensor<Self>, dim: usize, k: usize) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_topk");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_topk(tensor, dim, k)
         )
     }
 
@@ -986,53 +381,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::float_sign(tensor))
-    }
-
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         rules::expand::<B, Float>(tensor, shape, |t, s| B::float_expand(t, s))
-    }
-
-    fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_sort");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_sort(tensor, dim, descending)
-        )
-    }
-
-    fn float_sort_with_indices(
-        tensor: FloatTensor<Self>,
-        dim: usize,
-        descending: bool,
-        indices_dtype: IntDType,
-    ) -> (FloatTensor<Self>, IntTensor<Self>) {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_sort_with_indices");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_sort_with_indices(tensor, dim, descending, indices_dtype)
-        )
-    }
-
-    fn float_argsort(
-        tensor: FloatTensor<Self>,
-        dim: usize,
-        descending: bool,
-        out_dtype: IntDType,
-    ) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_argsort");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_argsort(tensor, dim, descending, out_dtype)
-        )
     }
 
     fn float_grid_sample_2d(
@@ -1047,38 +397,111 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn float_unfold(
-        tensor: FloatTensor<Self>,
-        dim: usize,
-        size: usize,
-        step: usize,
-    ) -> FloatTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "float_unfold");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_unfold(tensor, dim, size, step)
-        )
+    along2_ops! { &[dim];
+        fn float_cross(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
     }
 
-    fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_is_nan(tensor, out_dtype)
-        )
+    along_ops! { axes;
+        fn float_flip(tensor: FloatTensor<Self>, axes: &[usize]) -> FloatTensor<Self>;
     }
 
-    fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::float_is_inf(tensor, out_dtype)
-        )
+    along_ops! { &[dim];
+        fn float_repeat_dim(tensor: FloatTensor<Self>, dim: usize, times: usize) -> FloatTensor<Self>;
+        fn float_cumsum(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+        fn float_cumprod(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+        fn float_cummin(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+        fn float_cummax(tensor: FloatTensor<Self>, dim: usize) -> FloatTensor<Self>;
+        fn float_argtopk(tensor: FloatTensor<Self>, dim: usize, k: usize, out_dtype: IntDType) -> IntTensor<Self>;
+        fn float_topk(tensor: FloatTensor<Self>, dim: usize, k: usize) -> FloatTensor<Self>;
+        fn float_sort(tensor: FloatTensor<Self>, dim: usize, descending: bool) -> FloatTensor<Self>;
+        fn float_sort_with_indices(tensor: FloatTensor<Self>, dim: usize, descending: bool, indices_dtype: IntDType) -> (FloatTensor<Self>, IntTensor<Self>);
+        fn float_argsort(tensor: FloatTensor<Self>, dim: usize, descending: bool, out_dtype: IntDType) -> IntTensor<Self>;
+        fn float_unfold(tensor: FloatTensor<Self>, dim: usize, size: usize, step: usize) -> FloatTensor<Self>;
+    }
+
+    elementwise3_ops! {
+        fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    elementwise_ops! { Linear::No;
+        fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> FloatTensor<Self>;
+        fn float_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_greater(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_greater_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_lower(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_lower_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_powf(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_powi(lhs: FloatTensor<Self>, rhs: IntTensor<Self>) -> FloatTensor<Self>;
+        fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    elementwise_ops! { Linear::Numerator;
+        fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    elementwise_ops! { Linear::Product;
+        fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    elementwise_ops! { Linear::Sum;
+        fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    placement_kept_ops! {
+        fn float_mul_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_div_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_set_require_grad(tensor: FloatTensor<Self>, require_grad: bool) -> FloatTensor<Self>;
+    }
+
+    pointwise_ops! {
+        fn float_into_int(tensor: FloatTensor<Self>, out_dtype: IntDType) -> IntTensor<Self>;
+        fn float_add_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_clamp_min(tensor: FloatTensor<Self>, min: Scalar) -> FloatTensor<Self>;
+        fn float_clamp_max(tensor: FloatTensor<Self>, max: Scalar) -> FloatTensor<Self>;
+        fn float_clamp(tensor: FloatTensor<Self>, min: Scalar, max: Scalar) -> FloatTensor<Self>;
+        fn float_sub_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_remainder_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_not_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_greater_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_greater_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_lower_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_lower_equal_elem(lhs: FloatTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_cast(tensor: FloatTensor<Self>, dtype: FloatDType) -> FloatTensor<Self>;
+        fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_powi_scalar(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_powi_scalar_impl(lhs: FloatTensor<Self>, rhs: Scalar) -> FloatTensor<Self>;
+        fn float_powf_scalar(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self>;
+        fn float_powf_scalar_impl(tensor: FloatTensor<Self>, value: Scalar) -> FloatTensor<Self>;
+        fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_asinh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_atan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_atanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_round(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_is_nan(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn float_is_inf(tensor: FloatTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
     }
 }

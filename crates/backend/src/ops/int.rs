@@ -59,44 +59,6 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         })
     }
 
-    fn int_into_float(tensor: IntTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_into_float(tensor, out_dtype)
-        )
-    }
-
-    fn int_mask_where(
-        tensor: IntTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: IntTensor<Self>,
-    ) -> IntTensor<Self> {
-        let (tensor, mask, value, p) = rules::elementwise3(tensor, mask, value);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask, value],
-            B::int_mask_where(tensor, mask, value)
-        )
-    }
-
-    fn int_mask_fill(
-        tensor: IntTensor<Self>,
-        mask: BoolTensor<Self>,
-        value: Scalar,
-    ) -> IntTensor<Self> {
-        let (tensor, mask, p) = rules::elementwise2(tensor, mask, Linear::No);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor, mask],
-            B::int_mask_fill(tensor, mask, value)
-        )
-    }
-
     fn int_gather(
         dim: usize,
         tensor: IntTensor<Self>,
@@ -170,300 +132,12 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn int_repeat_dim(tensor: IntTensor<Self>, dim: usize, times: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_repeat_dim");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_repeat_dim(tensor, dim, times)
-        )
-    }
-
     fn int_cat(tensors: Vec<IntTensor<Self>>, dim: usize) -> IntTensor<Self> {
         rules::cat::<B, Int>(tensors, dim, "int_cat", |ts, d| B::int_cat(ts, d))
     }
 
-    fn int_equal(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_not_equal(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_not_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_not_equal_elem(
-        lhs: IntTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_not_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_greater(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_greater(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_greater_elem(
-        lhs: IntTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_greater_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_greater_equal(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_greater_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_greater_equal_elem(
-        lhs: IntTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_greater_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_lower(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_lower(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_lower_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_lower_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_lower_equal(
-        lhs: IntTensor<Self>,
-        rhs: IntTensor<Self>,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::int_lower_equal(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_lower_equal_elem(
-        lhs: IntTensor<Self>,
-        rhs: Scalar,
-        out_dtype: BoolDType,
-    ) -> BoolTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_lower_equal_elem(lhs, rhs, out_dtype)
-        )
-    }
-
-    fn int_add(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Sum);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_add(lhs, rhs))
-    }
-
-    fn int_add_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::int_add_scalar(lhs, rhs))
-    }
-
-    fn int_powi(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_powi(lhs, rhs))
-    }
-
-    fn int_powi_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::int_powi_scalar(lhs, rhs))
-    }
-
-    fn int_powi_scalar_impl(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_powi_scalar_impl(lhs, rhs)
-        )
-    }
-
-    fn int_clamp_min(tensor: IntTensor<Self>, min: Scalar) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_clamp_min(tensor, min)
-        )
-    }
-
-    fn int_clamp_max(tensor: IntTensor<Self>, max: Scalar) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_clamp_max(tensor, max)
-        )
-    }
-
-    fn int_clamp(tensor: IntTensor<Self>, min: Scalar, max: Scalar) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_clamp(tensor, min, max)
-        )
-    }
-
-    fn int_sub(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Sum);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_sub(lhs, rhs))
-    }
-
-    fn int_sub_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::int_sub_scalar(lhs, rhs))
-    }
-
-    fn int_mul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::Product);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_mul(lhs, rhs))
-    }
-
-    fn int_mul_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        on_ranks!(
-            lhs.mesh.clone(),
-            lhs.placement,
-            [lhs],
-            B::int_mul_scalar(lhs, rhs)
-        )
-    }
-
-    fn int_div(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_div(lhs, rhs))
-    }
-
-    fn int_div_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::int_div_scalar(lhs, rhs))
-    }
-
-    fn int_remainder(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::int_remainder(lhs, rhs))
-    }
-
-    fn int_remainder_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::int_remainder_scalar(lhs, rhs)
-        )
-    }
-
     fn int_matmul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
         rules::matmul::<B, Int>(lhs, rhs, "int_matmul", |a, b| B::int_matmul(a, b))
-    }
-
-    fn int_neg(tensor: IntTensor<Self>) -> IntTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::int_neg(tensor)
-        )
     }
 
     fn int_zeros(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
@@ -531,31 +205,6 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         fallback!("int_mean_dim", [tensor], B::int_mean_dim(tensor, dim))
     }
 
-    fn int_cumsum(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_cumsum");
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_cumsum(tensor, dim))
-    }
-
-    fn int_cumprod(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_cumprod");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_cumprod(tensor, dim)
-        )
-    }
-
-    fn int_cummin(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_cummin");
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_cummin(tensor, dim))
-    }
-
-    fn int_cummax(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_cummax");
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_cummax(tensor, dim))
-    }
-
     fn int_argmax(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self> {
         rules::arg_extreme::<B, Int>(
             tensor,
@@ -563,26 +212,6 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_argmax",
             |t, d| B::int_argmax(t, d),
             |t, d| B::int_max_dim(t, d),
-        )
-    }
-
-    fn int_argtopk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_argtopk");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_argtopk(tensor, dim, k)
-        )
-    }
-
-    fn int_topk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_topk");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_topk(tensor, dim, k)
         )
     }
 
@@ -678,11 +307,6 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn int_abs(tensor: IntTensor<Self>) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_abs(tensor))
-    }
-
     fn int_transpose(tensor: IntTensor<Self>) -> IntTensor<Self> {
         rules::transpose::<B, Int>(tensor, |t| B::int_transpose(t))
     }
@@ -693,11 +317,6 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
 
     fn int_permute(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self> {
         rules::permute::<B, Int>(tensor, axes, |t, a| B::int_permute(t, a))
-    }
-
-    fn int_flip(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, axes, "int_flip");
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_flip(tensor, axes))
     }
 
     fn int_random(
@@ -770,141 +389,89 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         )
     }
 
-    fn int_sign(tensor: IntTensor<Self>) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_sign(tensor))
-    }
-
     fn int_expand(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
         rules::expand::<B, Int>(tensor, shape, |t, s| B::int_expand(t, s))
     }
 
-    fn int_sort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_sort");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_sort(tensor, dim, descending)
-        )
+    along_ops! { axes;
+        fn int_flip(tensor: IntTensor<Self>, axes: &[usize]) -> IntTensor<Self>;
     }
 
-    fn int_sort_with_indices(
-        tensor: IntTensor<Self>,
-        dim: usize,
-        descending: bool,
-    ) -> (IntTensor<Self>, IntTensor<Self>) {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_sort_with_indices");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_sort_with_indices(tensor, dim, descending)
-        )
+    along_ops! { &[dim];
+        fn int_repeat_dim(tensor: IntTensor<Self>, dim: usize, times: usize) -> IntTensor<Self>;
+        fn int_cumsum(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self>;
+        fn int_cumprod(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self>;
+        fn int_cummin(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self>;
+        fn int_cummax(tensor: IntTensor<Self>, dim: usize) -> IntTensor<Self>;
+        fn int_argtopk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self>;
+        fn int_topk(tensor: IntTensor<Self>, dim: usize, k: usize) -> IntTensor<Self>;
+        fn int_sort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self>;
+        fn int_sort_with_indices(tensor: IntTensor<Self>, dim: usize, descending: bool) -> (IntTensor<Self>, IntTensor<Self>);
+        fn int_argsort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self>;
+        fn int_unfold(tensor: IntTensor<Self>, dim: usize, size: usize, step: usize) -> IntTensor<Self>;
     }
 
-    fn int_argsort(tensor: IntTensor<Self>, dim: usize, descending: bool) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_argsort");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_argsort(tensor, dim, descending)
-        )
+    elementwise3_ops! {
+        fn int_mask_where(tensor: IntTensor<Self>, mask: BoolTensor<Self>, value: IntTensor<Self>) -> IntTensor<Self>;
     }
 
-    fn bitwise_and(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bitwise_and(lhs, rhs))
+    elementwise_ops! { Linear::No;
+        fn int_mask_fill(tensor: IntTensor<Self>, mask: BoolTensor<Self>, value: Scalar) -> IntTensor<Self>;
+        fn int_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_not_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_greater(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_greater_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_lower(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_lower_equal(lhs: IntTensor<Self>, rhs: IntTensor<Self>, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_powi(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn int_div(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn int_remainder(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_and(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_or(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_xor(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_left_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_right_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
     }
 
-    fn bitwise_and_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::bitwise_and_scalar(lhs, rhs))
+    elementwise_ops! { Linear::Product;
+        fn int_mul(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
     }
 
-    fn bitwise_or(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bitwise_or(lhs, rhs))
+    elementwise_ops! { Linear::Sum;
+        fn int_add(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
+        fn int_sub(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self>;
     }
 
-    fn bitwise_or_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::bitwise_or_scalar(lhs, rhs))
+    placement_kept_ops! {
+        fn int_mul_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_neg(tensor: IntTensor<Self>) -> IntTensor<Self>;
     }
 
-    fn bitwise_xor(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(lhs.mesh.clone(), p, [lhs, rhs], B::bitwise_xor(lhs, rhs))
-    }
-
-    fn bitwise_xor_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(lhs.mesh.clone(), p, [lhs], B::bitwise_xor_scalar(lhs, rhs))
-    }
-
-    fn bitwise_not(tensor: IntTensor<Self>) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::bitwise_not(tensor))
-    }
-
-    fn bitwise_left_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::bitwise_left_shift(lhs, rhs)
-        )
-    }
-
-    fn bitwise_left_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::bitwise_left_shift_scalar(lhs, rhs)
-        )
-    }
-
-    fn bitwise_right_shift(lhs: IntTensor<Self>, rhs: IntTensor<Self>) -> IntTensor<Self> {
-        let (lhs, rhs, p) = rules::elementwise2(lhs, rhs, Linear::No);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs, rhs],
-            B::bitwise_right_shift(lhs, rhs)
-        )
-    }
-
-    fn bitwise_right_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self> {
-        let (lhs, p) = rules::pointwise(lhs);
-        on_ranks!(
-            lhs.mesh.clone(),
-            p,
-            [lhs],
-            B::bitwise_right_shift_scalar(lhs, rhs)
-        )
-    }
-
-    fn int_cast(tensor: IntTensor<Self>, dtype: IntDType) -> IntTensor<Self> {
-        let (tensor, p) = rules::pointwise(tensor);
-        on_ranks!(tensor.mesh.clone(), p, [tensor], B::int_cast(tensor, dtype))
-    }
-
-    fn int_unfold(
-        tensor: IntTensor<Self>,
-        dim: usize,
-        size: usize,
-        step: usize,
-    ) -> IntTensor<Self> {
-        let (tensor, p) = rules::along(tensor, &[dim], "int_unfold");
-        on_ranks!(
-            tensor.mesh.clone(),
-            p,
-            [tensor],
-            B::int_unfold(tensor, dim, size, step)
-        )
+    pointwise_ops! {
+        fn int_into_float(tensor: IntTensor<Self>, out_dtype: FloatDType) -> FloatTensor<Self>;
+        fn int_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_not_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_greater_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_greater_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_lower_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_lower_equal_elem(lhs: IntTensor<Self>, rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
+        fn int_add_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_powi_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_powi_scalar_impl(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_clamp_min(tensor: IntTensor<Self>, min: Scalar) -> IntTensor<Self>;
+        fn int_clamp_max(tensor: IntTensor<Self>, max: Scalar) -> IntTensor<Self>;
+        fn int_clamp(tensor: IntTensor<Self>, min: Scalar, max: Scalar) -> IntTensor<Self>;
+        fn int_sub_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_div_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_remainder_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_abs(tensor: IntTensor<Self>) -> IntTensor<Self>;
+        fn int_sign(tensor: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_and_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn bitwise_or_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn bitwise_xor_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn bitwise_not(tensor: IntTensor<Self>) -> IntTensor<Self>;
+        fn bitwise_left_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn bitwise_right_shift_scalar(lhs: IntTensor<Self>, rhs: Scalar) -> IntTensor<Self>;
+        fn int_cast(tensor: IntTensor<Self>, dtype: IntDType) -> IntTensor<Self>;
     }
 }

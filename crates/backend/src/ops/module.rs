@@ -29,7 +29,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         weight: FloatTensor<Self>,
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
-        rules::nn::linear(x, weight, bias, |x, w, b| B::linear(x, w, b))
+        rules::nn::rows_with_params(x, weight, bias, "linear", |x, w, b| B::linear(x, w, b))
     }
 
     fn linear_x_backward(
@@ -717,7 +717,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         beta: Option<FloatTensor<Self>>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
-        rules::nn::layer_norm(tensor, gamma, beta, |t, g, b| {
+        rules::nn::rows_with_params(tensor, gamma, beta, "layer_norm", |t, g, b| {
             B::layer_norm(t, g, b, epsilon)
         })
     }

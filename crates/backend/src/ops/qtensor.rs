@@ -61,27 +61,6 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
         async move { Ok(rules::into_data::<B, Quantized>(tensor)) }
     }
 
-    fn q_detach(tensor: QuantizedTensor<Self>) -> QuantizedTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::q_detach(tensor)
-        )
-    }
-
-    fn q_set_require_grad(
-        tensor: QuantizedTensor<Self>,
-        require_grad: bool,
-    ) -> QuantizedTensor<Self> {
-        on_ranks!(
-            tensor.mesh.clone(),
-            tensor.placement,
-            [tensor],
-            B::q_set_require_grad(tensor, require_grad)
-        )
-    }
-
     fn q_is_require_grad(tensor: &QuantizedTensor<Self>) -> bool {
         B::q_is_require_grad(&tensor.parts[0])
     }
@@ -441,5 +420,10 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
             [tensor],
             B::q_argsort(tensor, dim, descending, out_dtype)
         )
+    }
+
+    placement_kept_ops! {
+        fn q_detach(tensor: QuantizedTensor<Self>) -> QuantizedTensor<Self>;
+        fn q_set_require_grad(tensor: QuantizedTensor<Self>, require_grad: bool) -> QuantizedTensor<Self>;
     }
 }

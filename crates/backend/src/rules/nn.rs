@@ -216,21 +216,22 @@ fn row_sharded<B: Backend>(x: F<B>, op: &'static str) -> F<B> {
     }
 }
 
-pub(crate) fn linear<B: Backend>(
+/// A per-row op with replicated parameters (linear, layer norm): `x` sharded along any dim but
+/// the features.
+pub(crate) fn rows_with_params<B: Backend>(
     x: F<B>,
     weight: F<B>,
     bias: Option<F<B>>,
+    op: &'static str,
     f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B> + Sync,
 ) -> F<B> {
-    let mesh = common_mesh(
-        &[
-            Some(&x.mesh),
-            Some(&weight.mesh),
-            bias.as_ref().map(|b| &b.mesh),
-        ],
-        "linear",
-    );
-    let x = row_sharded(x, "linear");
+    let meshes = [
+        Some(&x.mesh),
+        Some(&weight.mesh),
+        bias.as_ref().map(|b| &b.mesh),
+    ];
+    let mesh = common_mesh(&meshes, op);
+    let x = row_sharded(x, op);
     let (weight, bias) = (to_replicated(weight), bias.map(to_replicated));
     let p = x.placement;
     on_ranks!(mesh, p, [x, weight, bias], f(x, weight, bias))
@@ -279,24 +280,4 @@ pub(crate) fn linear_bias_backward<B: Backend>(
         Placement::Replicated
     };
     on_ranks!(grad.mesh.clone(), p, [grad], f(grad))
-}
-
-pub(crate) fn layer_norm<B: Backend>(
-    x: F<B>,
-    gamma: F<B>,
-    beta: Option<F<B>>,
-    f: impl Fn(P<B>, P<B>, Option<P<B>>) -> P<B> + Sync,
-) -> F<B> {
-    let mesh = common_mesh(
-        &[
-            Some(&x.mesh),
-            Some(&gamma.mesh),
-            beta.as_ref().map(|b| &b.mesh),
-        ],
-        "layer_norm",
-    );
-    let x = row_sharded(x, "layer_norm");
-    let (gamma, beta) = (to_replicated(gamma), beta.map(to_replicated));
-    let p = x.placement;
-    on_ranks!(mesh, p, [x, gamma, beta], f(x, gamma, beta))
 }
