@@ -9,7 +9,134 @@ use burn_backend::ops::*;
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_backend::Backend;
 
+/// A convolution: forward (batch-sharded input, replicated weight and bias) and its backward
+/// ops for the input (batch-sharded) and for the weight and bias (`Partial` addends).
+macro_rules! conv_family {
+    ($fwd:ident, $x:ident, $w:ident, $b:ident, $options:ty) => {
+        fn $fwd(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            bias: Option<FloatTensor<Self>>,
+            options: $options,
+        ) -> FloatTensor<Self> {
+            rules::nn::batch(x, weight, bias, stringify!($fwd), |x, w, b| {
+                B::$fwd(x, w, b, options.clone())
+            })
+        }
+
+        fn $x(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            output_grad: FloatTensor<Self>,
+            options: $options,
+        ) -> FloatTensor<Self> {
+            rules::nn::batch_backward_x(x, weight, output_grad, stringify!($x), |x, w, g| {
+                B::$x(x, w, g, options.clone())
+            })
+        }
+
+        conv_parameter_grads!($w, $b, $options);
+    };
+}
+
+/// A transposed convolution: as [`conv_family`], but its input gradient needs no input.
+macro_rules! conv_transpose_family {
+    ($fwd:ident, $x:ident, $w:ident, $b:ident, $options:ty) => {
+        fn $fwd(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            bias: Option<FloatTensor<Self>>,
+            options: $options,
+        ) -> FloatTensor<Self> {
+            rules::nn::batch(x, weight, bias, stringify!($fwd), |x, w, b| {
+                B::$fwd(x, w, b, options.clone())
+            })
+        }
+
+        fn $x(
+            weight: FloatTensor<Self>,
+            output_grad: FloatTensor<Self>,
+            options: $options,
+        ) -> FloatTensor<Self> {
+            rules::nn::batch_grad(weight, output_grad, stringify!($x), |w, g| {
+                B::$x(w, g, options.clone())
+            })
+        }
+
+        conv_parameter_grads!($w, $b, $options);
+    };
+}
+
+/// The weight and bias gradients of a convolution: one addend per rank.
+macro_rules! conv_parameter_grads {
+    ($w:ident, $b:ident, $options:ty) => {
+        fn $w(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            output_grad: FloatTensor<Self>,
+            options: $options,
+        ) -> FloatTensor<Self> {
+            rules::nn::weight_grad(x, weight, output_grad, stringify!($w), |x, w, g| {
+                B::$w(x, w, g, options.clone())
+            })
+        }
+
+        fn $b(
+            x: FloatTensor<Self>,
+            bias: FloatTensor<Self>,
+            output_grad: FloatTensor<Self>,
+        ) -> FloatTensor<Self> {
+            rules::nn::weight_grad(x, bias, output_grad, stringify!($b), |x, b, g| {
+                B::$b(x, b, g)
+            })
+        }
+    };
+}
+
 impl<B: Backend> ModuleOps<Self> for Sharded<B> {
+    conv_family!(
+        conv1d,
+        conv1d_x_backward,
+        conv1d_weight_backward,
+        conv1d_bias_backward,
+        ConvOptions<1>
+    );
+    conv_family!(
+        conv2d,
+        conv2d_x_backward,
+        conv2d_weight_backward,
+        conv2d_bias_backward,
+        ConvOptions<2>
+    );
+    conv_family!(
+        conv3d,
+        conv3d_x_backward,
+        conv3d_weight_backward,
+        conv3d_bias_backward,
+        ConvOptions<3>
+    );
+    conv_transpose_family!(
+        conv_transpose1d,
+        conv_transpose1d_x_backward,
+        conv_transpose1d_weight_backward,
+        conv_transpose1d_bias_backward,
+        ConvTransposeOptions<1>
+    );
+    conv_transpose_family!(
+        conv_transpose2d,
+        conv_transpose2d_x_backward,
+        conv_transpose2d_weight_backward,
+        conv_transpose2d_bias_backward,
+        ConvTransposeOptions<2>
+    );
+    conv_transpose_family!(
+        conv_transpose3d,
+        conv_transpose3d_x_backward,
+        conv_transpose3d_weight_backward,
+        conv_transpose3d_bias_backward,
+        ConvTransposeOptions<3>
+    );
+
     fn embedding(weights: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self> {
         rules::nn::embedding(weights, indices, |w, i| B::embedding(w, i))
     }
@@ -50,100 +177,6 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         rules::nn::linear_bias_backward(output_grad, |g| B::linear_bias_backward(g))
     }
 
-    fn conv1d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv1d", |x, w, b| {
-            B::conv1d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv1d_x_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_backward_x(x, weight, output_grad, "conv1d_x_backward", |x, w, g| {
-            B::conv1d_x_backward(x, w, g, options.clone())
-        })
-    }
-
-    fn conv1d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv1d_weight_backward",
-            |x, w, g| B::conv1d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv1d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(x, bias, output_grad, "conv1d_bias_backward", |x, b, g| {
-            B::conv1d_bias_backward(x, b, g)
-        })
-    }
-
-    fn conv2d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv2d", |x, w, b| {
-            B::conv2d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv2d_x_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_backward_x(x, weight, output_grad, "conv2d_x_backward", |x, w, g| {
-            B::conv2d_x_backward(x, w, g, options.clone())
-        })
-    }
-
-    fn conv2d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv2d_weight_backward",
-            |x, w, g| B::conv2d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv2d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(x, bias, output_grad, "conv2d_bias_backward", |x, b, g| {
-            B::conv2d_bias_backward(x, b, g)
-        })
-    }
-
     fn deform_conv2d(
         x: FloatTensor<Self>,
         offset: FloatTensor<Self>,
@@ -172,212 +205,6 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
             "deform_conv2d_backward",
             [x, offset, weight, mask, bias, output_grad],
             B::deform_conv2d_backward(x, offset, weight, mask, bias, output_grad, options.clone())
-        )
-    }
-
-    fn conv3d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv3d", |x, w, b| {
-            B::conv3d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv3d_x_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_backward_x(x, weight, output_grad, "conv3d_x_backward", |x, w, g| {
-            B::conv3d_x_backward(x, w, g, options.clone())
-        })
-    }
-
-    fn conv3d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv3d_weight_backward",
-            |x, w, g| B::conv3d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv3d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(x, bias, output_grad, "conv3d_bias_backward", |x, b, g| {
-            B::conv3d_bias_backward(x, b, g)
-        })
-    }
-
-    fn conv_transpose1d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvTransposeOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv_transpose1d", |x, w, b| {
-            B::conv_transpose1d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv_transpose1d_x_backward(
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_grad(
-            weight,
-            output_grad,
-            "conv_transpose1d_x_backward",
-            |w, g| B::conv_transpose1d_x_backward(w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose1d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<1>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv_transpose1d_weight_backward",
-            |x, w, g| B::conv_transpose1d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose1d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            bias,
-            output_grad,
-            "conv_transpose1d_bias_backward",
-            |x, b, g| B::conv_transpose1d_bias_backward(x, b, g),
-        )
-    }
-
-    fn conv_transpose2d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvTransposeOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv_transpose2d", |x, w, b| {
-            B::conv_transpose2d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv_transpose2d_x_backward(
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_grad(
-            weight,
-            output_grad,
-            "conv_transpose2d_x_backward",
-            |w, g| B::conv_transpose2d_x_backward(w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose2d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<2>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv_transpose2d_weight_backward",
-            |x, w, g| B::conv_transpose2d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose2d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            bias,
-            output_grad,
-            "conv_transpose2d_bias_backward",
-            |x, b, g| B::conv_transpose2d_bias_backward(x, b, g),
-        )
-    }
-
-    fn conv_transpose3d(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        bias: Option<FloatTensor<Self>>,
-        options: ConvTransposeOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch(x, weight, bias, "conv_transpose3d", |x, w, b| {
-            B::conv_transpose3d(x, w, b, options.clone())
-        })
-    }
-
-    fn conv_transpose3d_x_backward(
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::batch_grad(
-            weight,
-            output_grad,
-            "conv_transpose3d_x_backward",
-            |w, g| B::conv_transpose3d_x_backward(w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose3d_weight_backward(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-        options: ConvTransposeOptions<3>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            weight,
-            output_grad,
-            "conv_transpose3d_weight_backward",
-            |x, w, g| B::conv_transpose3d_weight_backward(x, w, g, options.clone()),
-        )
-    }
-
-    fn conv_transpose3d_bias_backward(
-        x: FloatTensor<Self>,
-        bias: FloatTensor<Self>,
-        output_grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        rules::nn::weight_grad(
-            x,
-            bias,
-            output_grad,
-            "conv_transpose3d_bias_backward",
-            |x, b, g| B::conv_transpose3d_bias_backward(x, b, g),
         )
     }
 
