@@ -1,9 +1,9 @@
 //! The four kinds of tensor primitive (float, int, bool, quantized) behind one interface, so
 //! placement rules and redistribution are written once for all of them.
 
-use burn_backend::{Backend, Scalar, Shape, Slice, TensorData, TensorMetadata, TensorPrimitive};
-use burn_tensor::Tensor;
-use firemesh_collective::{PortableGroup, ReduceOp, TensorCollectives};
+use crate::mesh::Mesh;
+use crate::mesh_collectives;
+use burn_backend::{Backend, Scalar, Shape, Slice, TensorData, TensorMetadata};
 
 /// The inner backend's operations that moving a tensor between placements needs.
 pub trait Kind<B: Backend>: Send + Sync + 'static {
@@ -25,11 +25,19 @@ pub trait Kind<B: Backend>: Send + Sync + 'static {
     fn mul_scalar(p: Self::P, s: Scalar) -> Self::P;
 
     /// Partial→Replicated: the sum of the ranks' addends, on every rank.
-    fn sum_over_ranks(parts: Vec<Self::P>, devices: &[B::Device]) -> Vec<Self::P>
+    fn sum_over_ranks(parts: Vec<Self::P>, mesh: &Mesh<B::Device>) -> Vec<Self::P>
     where
         Self: Sized,
     {
-        sum_in_rank_order::<B, Self>(parts, devices)
+        sum_in_rank_order::<B, Self>(parts, mesh.devices())
+    }
+
+    /// Shard→Replicated: the blocks concatenated along `dim`, on every rank.
+    fn gather_over_ranks(parts: Vec<Self::P>, dim: usize, mesh: &Mesh<B::Device>) -> Vec<Self::P>
+    where
+        Self: Sized,
+    {
+        cat_on_every_rank::<B, Self>(parts, dim, mesh.devices())
     }
 
     /// `p` on `device`: free when it is there already, through host memory otherwise (Burn 0.21
@@ -94,29 +102,17 @@ impl<B: Backend> Kind<B> for Float {
     }
     /// Ranks on one device sum in place; ranks on several devices all-reduce through
     /// firemesh-collective.
-    fn sum_over_ranks(parts: Vec<Self::P>, devices: &[B::Device]) -> Vec<Self::P> {
-        if devices.iter().all(|d| *d == devices[0]) {
-            return sum_in_rank_order::<B, Self>(parts, devices);
+    fn sum_over_ranks(parts: Vec<Self::P>, mesh: &Mesh<B::Device>) -> Vec<Self::P> {
+        if mesh.single_device() {
+            return sum_in_rank_order::<B, Self>(parts, mesh.devices());
         }
-        let shape = parts[0].shape();
-        let flat: Vec<Tensor<B, 1>> = parts
-            .into_iter()
-            .map(|p| {
-                let len = p.shape().num_elements();
-                Tensor::from_primitive(TensorPrimitive::Float(B::float_reshape(
-                    p,
-                    Shape::new([len]),
-                )))
-            })
-            .collect();
-        let group =
-            PortableGroup::<B>::new_shared(devices.to_vec()).expect("a mesh has at least one rank");
-        group
-            .all_reduce_tensors(flat, ReduceOp::Sum)
-            .unwrap_or_else(|e| panic!("firemesh: all-reduce across the mesh failed: {e}"))
-            .into_iter()
-            .map(|t| B::float_reshape(t.into_primitive().tensor(), shape.clone()))
-            .collect()
+        mesh_collectives::sum_float::<B>(parts, mesh)
+    }
+    fn gather_over_ranks(parts: Vec<Self::P>, dim: usize, mesh: &Mesh<B::Device>) -> Vec<Self::P> {
+        if mesh.single_device() {
+            return cat_on_every_rank::<B, Self>(parts, dim, mesh.devices());
+        }
+        mesh_collectives::gather_float::<B>(parts, dim, mesh)
     }
 }
 
@@ -227,4 +223,24 @@ pub(crate) fn sum_in_rank_order<B: Backend, K: Kind<B>>(
     let home = devices[0].clone();
     let sum = it.fold(first, |acc, p| K::add(acc, K::move_to(p, &home)));
     devices.iter().map(|d| K::move_to(sum.clone(), d)).collect()
+}
+
+/// Every rank's copy of the blocks concatenated along `dim`, moved through host memory where
+/// ranks are on different devices.
+pub(crate) fn cat_on_every_rank<B: Backend, K: Kind<B>>(
+    parts: Vec<K::P>,
+    dim: usize,
+    devices: &[B::Device],
+) -> Vec<K::P> {
+    if devices.iter().all(|d| *d == devices[0]) {
+        let whole = K::cat(parts, dim);
+        return vec![whole; devices.len()];
+    }
+    devices
+        .iter()
+        .map(|dev| {
+            let local = parts.iter().map(|p| K::move_to(p.clone(), dev)).collect();
+            K::cat(local, dim)
+        })
+        .collect()
 }

@@ -3,11 +3,12 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
+use crate::mesh_collectives::MeshCollectives;
 use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
 pub const MESH_TYPE_ID: u16 = 0xF1E5;
@@ -22,6 +23,8 @@ struct MeshInner<D> {
     index: u16,
     devices: Vec<D>,
     parallel: AtomicBool,
+    /// `Arc<dyn MeshCollectives<B>>` per inner backend `B`, by type.
+    collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
 }
 
 /// Why a mesh could not be built.
@@ -68,6 +71,7 @@ impl<D: DeviceOps> Mesh<D> {
                     index: meshes.len() as u16,
                     devices,
                     parallel: AtomicBool::new(false),
+                    collectives: Default::default(),
                 }),
             };
             meshes.push(mesh.clone());
@@ -100,6 +104,36 @@ impl<D: DeviceOps> Mesh<D> {
         &self.inner.devices[rank]
     }
 
+    /// Sums and gathers of float tensors across this mesh's devices go through `group` (for
+    /// example a `firemesh_collective::Group` over the same CubeCL devices, which reduces in
+    /// device memory) instead of the portable default. Shared by every handle to this mesh.
+    pub fn use_collectives<B>(&self, group: impl MeshCollectives<B>)
+    where
+        B: burn_backend::Backend<Device = D>,
+    {
+        let group: Arc<dyn MeshCollectives<B>> = Arc::new(group);
+        let mut map = self
+            .inner
+            .collectives
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        map.insert(TypeId::of::<B>(), Box::new(group));
+    }
+
+    /// The group registered with [`Mesh::use_collectives`] for backend `B`.
+    pub fn collectives<B>(&self) -> Option<Arc<dyn MeshCollectives<B>>>
+    where
+        B: burn_backend::Backend<Device = D>,
+    {
+        let map = self
+            .inner
+            .collectives
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        let entry = map.get(&TypeId::of::<B>())?;
+        entry.downcast_ref::<Arc<dyn MeshCollectives<B>>>().cloned()
+    }
+
     /// Whether every rank runs on the same inner device (then moving data between ranks is free).
     pub fn single_device(&self) -> bool {
         let d = &self.inner.devices;
@@ -120,6 +154,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
                 index: 0,
                 devices: vec![D::default()],
                 parallel: AtomicBool::new(false),
+                collectives: Default::default(),
             }),
         };
         Box::new(vec![default])

@@ -15,12 +15,12 @@ pub fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
         Placement::Replicated => t,
         Placement::Shard(d) => {
             stats::redistribution("Shard->Replicated");
-            let parts = all_gather::<B, K>(t.parts, d, t.mesh.devices());
+            let parts = K::gather_over_ranks(t.parts, d, &t.mesh);
             T::new(parts, Placement::Replicated, t.mesh)
         }
         Placement::Partial => {
             stats::redistribution("Partial->Replicated");
-            let parts = K::sum_over_ranks(t.parts, t.mesh.devices());
+            let parts = K::sum_over_ranks(t.parts, &t.mesh);
             T::new(parts, Placement::Replicated, t.mesh)
         }
     }
@@ -94,25 +94,6 @@ pub(crate) fn slice_blocks<B: Backend, K: Kind<B>>(
                 })
                 .collect();
             K::slice(p, &slices)
-        })
-        .collect()
-}
-
-/// Every rank gets the concatenation of all blocks along `dim`.
-fn all_gather<B: Backend, K: Kind<B>>(
-    parts: Vec<K::P>,
-    dim: usize,
-    devices: &[B::Device],
-) -> Vec<K::P> {
-    if devices.iter().all(|d| *d == devices[0]) {
-        let whole = K::cat(parts, dim);
-        return vec![whole; devices.len()];
-    }
-    devices
-        .iter()
-        .map(|dev| {
-            let local = parts.iter().map(|p| K::move_to(p.clone(), dev)).collect();
-            K::cat(local, dim)
         })
         .collect()
 }

@@ -12,7 +12,9 @@ pub struct Counts {
     /// Ops with no placement rule for their inputs: inputs were made `Replicated` and the op ran
     /// on every rank.
     pub fallbacks: BTreeMap<&'static str, u64>,
-    /// Placement changes, keyed "from->to" (e.g. "Partial->Replicated" is an all-reduce).
+    /// Placement changes, keyed "from->to" ("Partial->Replicated" is an all-reduce), and the
+    /// collectives that moved data between devices ("collective: mesh group" or
+    /// "collective: portable group").
     pub redistributions: BTreeMap<&'static str, u64>,
 }
 

@@ -72,6 +72,43 @@ fn ops_on_separate_wgpu_clients_match_ndarray() {
     }
 }
 
+/// With a `firemesh_collective::Group` registered, sums and gathers across the clients run in
+/// device memory with the CubeCL kernels.
+#[test]
+fn redistribution_through_the_cubecl_group() {
+    let x = rand([6, 5], 7);
+    let want_gram = x.clone().transpose().matmul(x.clone());
+    let Some(devices) = devices(3) else { return };
+    let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
+    let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();
+    mesh.use_collectives::<Wgpu>(group);
+    let (gram, counts) = firemesh_backend::stats::count(|| {
+        let xs = shard(Tensor::<W, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+        let gram = redistribute(
+            xs.clone().transpose().matmul(xs.clone()),
+            Placement::Replicated,
+        );
+        let whole = redistribute(xs, Placement::Replicated);
+        assert_close(whole.into_data(), x.to_data(), 0.0, "all-gathered rows");
+        gram
+    });
+    assert_eq!(
+        counts.redistributions.get("collective: mesh group"),
+        Some(&2),
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.redistributions.get("collective: portable group"),
+        None
+    );
+    assert_close(
+        gram.into_data(),
+        want_gram.to_data(),
+        1e-5,
+        "x^T x all-reduced on the devices",
+    );
+}
+
 #[test]
 fn gradients_on_separate_wgpu_clients_match_ndarray() {
     let x = rand([6, 3], 4);

@@ -1,6 +1,5 @@
 //! The `firemesh` command line.
 
-use burn::backend::Autodiff;
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
 use firemesh::mesh::{DeviceMesh, MeshKind};
