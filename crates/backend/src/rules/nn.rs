@@ -104,7 +104,20 @@ pub(crate) fn batch<B: Backend>(
     on_ranks!(mesh, p, [x, weight, bias], f(x, weight, bias))
 }
 
-/// Conv backward for the input: `x` and the output gradient sharded alike along the batch.
+/// `x` and the output gradient of a conv, sharded alike along the batch (`Shard(0)`) or both
+/// replicated.
+fn batch_aligned<B: Backend>(x: F<B>, grad: F<B>, op: &'static str) -> (F<B>, F<B>, Placement) {
+    let (x, grad, p) = elementwise2(batch_only(x, op), batch_only(grad, op), Linear::No);
+    match p {
+        Placement::Shard(0) | Placement::Replicated => (x, grad, p),
+        _ => {
+            let (x, grad) = (replicate_for(x, op), replicate_for(grad, op));
+            (x, grad, Placement::Replicated)
+        }
+    }
+}
+
+/// Conv backward for the input: sharded along the batch like `x` and the output gradient.
 pub(crate) fn batch_backward_x<B: Backend>(
     x: F<B>,
     weight: F<B>,
@@ -113,16 +126,7 @@ pub(crate) fn batch_backward_x<B: Backend>(
     f: impl Fn(P<B>, P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&x.mesh), Some(&weight.mesh), Some(&grad.mesh)], op);
-    let (x, grad, p) = elementwise2(batch_only(x, op), batch_only(grad, op), Linear::No);
-    let (x, grad, p) = if matches!(p, Placement::Shard(0) | Placement::Replicated) {
-        (x, grad, p)
-    } else {
-        (
-            replicate_for(x, op),
-            replicate_for(grad, op),
-            Placement::Replicated,
-        )
-    };
+    let (x, grad, p) = batch_aligned(x, grad, op);
     let weight = to_replicated(weight);
     on_ranks!(mesh, p, [x, weight, grad], f(x, weight, grad))
 }
@@ -155,15 +159,10 @@ pub(crate) fn weight_grad<B: Backend>(
     f: impl Fn(P<B>, P<B>, P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&x.mesh), Some(&weight.mesh), Some(&grad.mesh)], op);
-    let (x, grad, p) = elementwise2(batch_only(x, op), batch_only(grad, op), Linear::No);
-    let (x, grad, p) = match p {
-        Placement::Shard(0) => (x, grad, Placement::Partial),
-        Placement::Replicated => (x, grad, Placement::Replicated),
-        _ => (
-            replicate_for(x, op),
-            replicate_for(grad, op),
-            Placement::Replicated,
-        ),
+    let (x, grad, p) = batch_aligned(x, grad, op);
+    let p = match p {
+        Placement::Shard(0) => Placement::Partial,
+        p => p,
     };
     let weight = to_replicated(weight);
     on_ranks!(mesh, p, [x, weight, grad], f(x, weight, grad))
