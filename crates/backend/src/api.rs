@@ -32,10 +32,9 @@ pub enum ShardError {
         found: String,
         expected: String,
     },
-    #[error("shard {rank} has shape {found:?}, which does not match shard 0's {expected:?} outside dim {dim}")]
+    #[error("shard {rank} has shape {found:?}, which does not match shard 0's {expected:?} (outside the sharded dim)")]
     ShapeMismatch {
         rank: usize,
-        dim: usize,
         found: Vec<usize>,
         expected: Vec<usize>,
     },
@@ -147,7 +146,7 @@ pub fn from_shards<Bk: MeshBackend, const D: usize>(
         .into_iter()
         .map(|t| t.into_primitive().tensor())
         .collect();
-    check_parts::<Bk::Inner, Float>(mesh, &parts, dim)?;
+    check_parts::<Bk::Inner, Float>(mesh, &parts, Some(dim))?;
     Ok(float_tensor(ShardedTensor::new(
         parts,
         Placement::Shard(dim),
@@ -166,23 +165,11 @@ pub fn from_parts<Bk: MeshBackend, const D: usize>(
         .into_iter()
         .map(|t| t.into_primitive().tensor())
         .collect();
-    let dim = match placement {
-        Placement::Shard(d) => d,
-        _ => usize::MAX,
+    let free_dim = match placement {
+        Placement::Shard(d) => Some(d),
+        _ => None,
     };
-    check_parts::<Bk::Inner, Float>(mesh, &parts, dim.min(D.saturating_sub(1)))?;
-    if dim == usize::MAX && parts.iter().any(|p| p.shape() != parts[0].shape()) {
-        let rank = parts
-            .iter()
-            .position(|p| p.shape() != parts[0].shape())
-            .unwrap_or(0);
-        return Err(ShardError::ShapeMismatch {
-            rank,
-            dim: 0,
-            found: parts[rank].shape().to_vec(),
-            expected: parts[0].shape().to_vec(),
-        });
-    }
+    check_parts::<Bk::Inner, Float>(mesh, &parts, free_dim)?;
     Ok(float_tensor(ShardedTensor::new(
         parts,
         placement,
@@ -197,15 +184,17 @@ pub fn from_shards_int<Bk: MeshBackend, const D: usize>(
     dim: usize,
 ) -> Result<Tensor<Bk, D, IntKind>, ShardError> {
     let parts: Vec<_> = shards.into_iter().map(|t| t.into_primitive()).collect();
-    check_parts::<Bk::Inner, Int>(mesh, &parts, dim)?;
+    check_parts::<Bk::Inner, Int>(mesh, &parts, Some(dim))?;
     let t = ShardedTensor::new(parts, Placement::Shard(dim), mesh.clone());
     Ok(Tensor::from_primitive(Bk::int_from_sharded(t)))
 }
 
+/// One part per rank, each on its rank's device, with one shape except along `free_dim` (the
+/// sharded dim; `None`: the same shape everywhere).
 fn check_parts<B: Backend, K: crate::Kind<B>>(
     mesh: &Mesh<B::Device>,
     parts: &[K::P],
-    dim: usize,
+    free_dim: Option<usize>,
 ) -> Result<(), ShardError> {
     if parts.len() != mesh.len() {
         return Err(ShardError::WrongShardCount {
@@ -214,7 +203,7 @@ fn check_parts<B: Backend, K: crate::Kind<B>>(
         });
     }
     let first = parts[0].shape().to_vec();
-    if dim >= first.len() {
+    if let Some(dim) = free_dim.filter(|d| *d >= first.len()) {
         return Err(ShardError::DimOutOfRange {
             dim,
             rank: first.len(),
@@ -236,11 +225,10 @@ fn check_parts<B: Backend, K: crate::Kind<B>>(
                 .iter()
                 .zip(&first)
                 .enumerate()
-                .all(|(i, (a, b))| i == dim || a == b);
+                .all(|(i, (a, b))| Some(i) == free_dim || a == b);
         if !same {
             return Err(ShardError::ShapeMismatch {
                 rank,
-                dim,
                 found: shape,
                 expected: first,
             });

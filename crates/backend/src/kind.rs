@@ -218,11 +218,15 @@ pub(crate) fn sum_in_rank_order<B: Backend, K: Kind<B>>(
     parts: Vec<K::P>,
     devices: &[B::Device],
 ) -> Vec<K::P> {
-    let mut it = parts.into_iter();
-    let first = it.next().expect("a mesh has at least one rank");
-    let home = devices[0].clone();
-    let sum = it.fold(first, |acc, p| K::add(acc, K::move_to(p, &home)));
+    let sum = sum_on::<B, K>(parts, &devices[0]);
     devices.iter().map(|d| K::move_to(sum.clone(), d)).collect()
+}
+
+/// The sum of the parts, in rank order, on `home`.
+pub(crate) fn sum_on<B: Backend, K: Kind<B>>(parts: Vec<K::P>, home: &B::Device) -> K::P {
+    let mut it = parts.into_iter();
+    let first = K::move_to(it.next().expect("a mesh has at least one rank"), home);
+    it.fold(first, |acc, p| K::add(acc, K::move_to(p, home)))
 }
 
 /// Every rank's copy of the blocks concatenated along `dim`, moved through host memory where

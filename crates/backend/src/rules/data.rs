@@ -38,11 +38,7 @@ pub(crate) fn into_data<B: Backend, K: Kind<B>>(t: ShardedTensor<B, K>) -> Tenso
             t.parts.into_iter().map(|p| K::move_to(p, &home)).collect(),
             d,
         ),
-        Placement::Partial => {
-            let mut parts = t.parts.into_iter().map(|p| K::move_to(p, &home));
-            let first = parts.next().expect("a mesh has a rank");
-            parts.fold(first, K::add)
-        }
+        Placement::Partial => crate::kind::sum_on::<B, K>(t.parts, &home),
     };
     K::into_data(whole)
 }
