@@ -245,8 +245,9 @@ fn main() {
         );
         rows.push(row);
     }
-    md += "\nRatios are step-time ratios (lower is faster). The peer, burn-train's MultiDevice \
-           strategy, is not measured here: burn-train is not a dependency of this workspace yet.\n";
+    md +=
+        "\nRatios are step-time ratios (lower is faster). The same training through burn-train's \
+           Learner, with its MultiDevice strategy as the peer, is in learner_step.md.\n";
     print!("{md}");
     std::fs::create_dir_all(&args.out).expect("results dir");
     std::fs::write(format!("{}/sharded_step.md", args.out), &md).expect("write md");

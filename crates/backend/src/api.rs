@@ -239,12 +239,12 @@ fn check_parts<B: Backend, K: crate::Kind<B>>(
 
 /// The placement of a float tensor.
 pub fn placement<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D>) -> Placement {
-    float_of(t.clone()).placement
+    float_of(t.clone()).placement()
 }
 
 /// The placement of an int tensor.
 pub fn placement_int<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D, IntKind>) -> Placement {
-    Bk::int_sharded(t.clone().into_primitive()).placement
+    Bk::int_sharded(t.clone().into_primitive()).placement()
 }
 
 /// The same value with placement `p` (`Shard` splits evenly).
@@ -257,7 +257,7 @@ pub fn redistribute<Bk: MeshBackend, const D: usize>(
 
 /// Each rank's part, on its rank's device.
 pub fn shards<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> Vec<Tensor<Bk::Inner, D>> {
-    let parts = float_of(t).parts;
+    let parts = float_of(t).into_parts();
     parts
         .into_iter()
         .map(|p| Tensor::from_primitive(TensorPrimitive::Float(p)))

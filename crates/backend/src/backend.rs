@@ -47,11 +47,13 @@ impl<B: Backend> Backend for Sharded<B> {
         format!("sharded<{}>x{}", B::name(mesh.device(0)), mesh.len())
     }
 
-    /// Seeds every rank's device with the same seed, so a `Replicated` random draw is one draw.
+    /// Seeds every rank's device with the same seed, so a `Replicated` random draw is one draw,
+    /// and restarts the mesh's per-rank streams (dropout masks) from the same seed.
     fn seed(mesh: &Self::Device, seed: u64) {
         for device in unique(mesh) {
             B::seed(device, seed);
         }
+        mesh.seed_streams(seed);
     }
 
     fn sync(mesh: &Self::Device) -> Result<(), ExecutionError> {

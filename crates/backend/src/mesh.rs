@@ -25,6 +25,25 @@ struct MeshInner<D> {
     parallel: AtomicBool,
     /// `Arc<dyn MeshCollectives<B>>` per inner backend `B`, by type.
     collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    /// The mesh seed and how many per-rank random draws were taken from it.
+    streams: Mutex<(u64, u64)>,
+}
+
+impl<D> MeshInner<D> {
+    fn new(index: u16, devices: Vec<D>) -> Self {
+        // Unseeded meshes draw differently in every process, as Burn's backends do.
+        let seed = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            index,
+        );
+        Self {
+            index,
+            devices,
+            parallel: AtomicBool::new(false),
+            collectives: Default::default(),
+            streams: Mutex::new((seed, 0)),
+        }
+    }
 }
 
 /// Why a mesh could not be built.
@@ -67,12 +86,7 @@ impl<D: DeviceOps> Mesh<D> {
                 return Err(MeshError::RegistryFull(MAX_MESHES));
             }
             let mesh = Mesh {
-                inner: Arc::new(MeshInner {
-                    index: meshes.len() as u16,
-                    devices,
-                    parallel: AtomicBool::new(false),
-                    collectives: Default::default(),
-                }),
+                inner: Arc::new(MeshInner::new(meshes.len() as u16, devices)),
             };
             meshes.push(mesh.clone());
             Ok(mesh)
@@ -150,12 +164,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let entry = all.entry(TypeId::of::<D>()).or_insert_with(|| {
         let default = Mesh {
-            inner: Arc::new(MeshInner {
-                index: 0,
-                devices: vec![D::default()],
-                parallel: AtomicBool::new(false),
-                collectives: Default::default(),
-            }),
+            inner: Arc::new(MeshInner::new(0, vec![D::default()])),
         };
         Box::new(vec![default])
     });
@@ -177,6 +186,36 @@ impl<D> Mesh<D> {
     pub fn parallel(&self) -> bool {
         self.inner.parallel.load(Ordering::Relaxed)
     }
+
+    /// Restarts the mesh's per-rank random streams from `seed` (called by `Backend::seed`).
+    pub(crate) fn seed_streams(&self, seed: u64) {
+        *self.lock_streams() = (seed, 0);
+    }
+
+    /// The seed of the next per-rank draw: each draw gets its own, in the order the draws are
+    /// asked for, so a seeded program draws the same values on every run.
+    pub(crate) fn next_stream(&self) -> u64 {
+        let mut streams = self.lock_streams();
+        streams.1 += 1;
+        mix(streams.0, streams.1)
+    }
+
+    fn lock_streams(&self) -> std::sync::MutexGuard<'_, (u64, u64)> {
+        self.inner
+            .streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Combines two values into a well-spread seed (the SplitMix64 finalizer over their mix).
+pub(crate) fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b
+        .wrapping_add(0x9E37_79B9_7F4A_7C15)
+        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl<D> Clone for Mesh<D> {

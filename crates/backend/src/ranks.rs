@@ -30,13 +30,13 @@ impl<B: Backend, K: Kind<B>> Parts<B> for ShardedTensor<B, K> {
         Some(&self.mesh)
     }
     fn is_replicated(&self) -> bool {
-        self.placement == Placement::Replicated
+        self.placement() == Placement::Replicated
     }
     fn replicated(self) -> Self {
         to_replicated(self)
     }
     fn into_parts(self, _ranks: usize) -> Vec<K::P> {
-        self.parts
+        self.into_parts()
     }
 }
 
@@ -53,7 +53,7 @@ impl<B: Backend, K: Kind<B>> Parts<B> for Option<ShardedTensor<B, K>> {
     }
     fn into_parts(self, ranks: usize) -> Vec<Option<K::P>> {
         match self {
-            Some(t) => t.parts.into_iter().map(Some).collect(),
+            Some(t) => t.into_parts().into_iter().map(Some).collect(),
             None => (0..ranks).map(|_| None).collect(),
         }
     }
@@ -73,7 +73,7 @@ impl<B: Backend, K: Kind<B>> Parts<B> for Vec<ShardedTensor<B, K>> {
     fn into_parts(self, ranks: usize) -> Vec<Vec<K::P>> {
         let mut out: Vec<Vec<K::P>> = (0..ranks).map(|_| Vec::with_capacity(self.len())).collect();
         for t in self {
-            for (r, p) in t.parts.into_iter().enumerate() {
+            for (r, p) in t.into_parts().into_iter().enumerate() {
                 out[r].push(p);
             }
         }
@@ -119,10 +119,16 @@ impl<B: Backend> Parts<B> for TensorPrimitive<Sharded<B>> {
     }
     fn into_parts(self, _ranks: usize) -> Vec<TensorPrimitive<B>> {
         match self {
-            TensorPrimitive::Float(t) => t.parts.into_iter().map(TensorPrimitive::Float).collect(),
-            TensorPrimitive::QFloat(t) => {
-                t.parts.into_iter().map(TensorPrimitive::QFloat).collect()
-            }
+            TensorPrimitive::Float(t) => t
+                .into_parts()
+                .into_iter()
+                .map(TensorPrimitive::Float)
+                .collect(),
+            TensorPrimitive::QFloat(t) => t
+                .into_parts()
+                .into_iter()
+                .map(TensorPrimitive::QFloat)
+                .collect(),
         }
     }
 }
@@ -141,7 +147,7 @@ impl<B: Backend> Parts<B> for QuantizationParametersPrimitive<Sharded<B>> {
         }
     }
     fn into_parts(self, _ranks: usize) -> Vec<QuantizationParametersPrimitive<B>> {
-        let parts = self.scales.parts.into_iter();
+        let parts = self.scales.into_parts().into_iter();
         parts
             .map(|scales| QuantizationParametersPrimitive { scales })
             .collect()

@@ -11,17 +11,19 @@ type T<B, K> = ShardedTensor<B, K>;
 
 /// The same value, held whole by every rank.
 pub fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
-    match t.placement {
+    match t.placement() {
         Placement::Replicated => t,
         Placement::Shard(d) => {
             stats::redistribution("Shard->Replicated");
-            let parts = K::gather_over_ranks(t.parts, d, &t.mesh);
-            T::new(parts, Placement::Replicated, t.mesh)
+            let (parts, _, mesh) = t.into_split();
+            let parts = K::gather_over_ranks(parts, d, &mesh);
+            T::new(parts, Placement::Replicated, mesh)
         }
         Placement::Partial => {
             stats::redistribution("Partial->Replicated");
-            let parts = K::sum_over_ranks(t.parts, &t.mesh);
-            T::new(parts, Placement::Replicated, t.mesh)
+            let (parts, _, mesh) = t.into_split();
+            let parts = K::sum_over_ranks(parts, &mesh);
+            T::new(parts, Placement::Replicated, mesh)
         }
     }
 }
@@ -32,17 +34,21 @@ pub fn to_shard<B: Backend, K: Kind<B>>(
     dim: usize,
     sizes: Option<&[usize]>,
 ) -> T<B, K> {
-    if t.placement == Placement::Shard(dim)
+    if t.placement() == Placement::Shard(dim)
         && sizes.is_none_or(|s| t.shard_sizes().as_deref() == Some(s))
     {
         return t;
     }
     let t = to_replicated(t);
     stats::redistribution("Replicated->Shard");
-    let len = t.parts[0].shape()[dim];
+    let len = t.parts()[0].shape()[dim];
     let sizes = sizes.map_or_else(|| even_split(len, t.mesh.len()), <[usize]>::to_vec);
-    let parts = slice_blocks::<B, K>(t.parts, dim, &sizes);
-    T::new(parts, Placement::Shard(dim), t.mesh)
+    let (parts, _, mesh) = t.into_split();
+    T::new(
+        slice_blocks::<B, K>(parts, dim, &sizes),
+        Placement::Shard(dim),
+        mesh,
+    )
 }
 
 /// `t` with placement `p` (an even split for a new `Shard`).
@@ -56,18 +62,18 @@ pub fn to_placement<B: Backend, K: Kind<B>>(t: T<B, K>, p: Placement) -> T<B, K>
 
 /// A Partial tensor with the same value: rank 0 keeps its copy, the other ranks hold zeros.
 pub fn to_partial<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
-    if t.placement == Placement::Partial {
+    if t.placement() == Placement::Partial {
         return t;
     }
     let t = to_replicated(t);
     stats::redistribution("Replicated->Partial");
-    let parts = t
-        .parts
+    let (parts, _, mesh) = t.into_split();
+    let parts = parts
         .into_iter()
         .enumerate()
         .map(|(r, p)| if r == 0 { p } else { K::zeros_like(&p) })
         .collect();
-    T::new(parts, Placement::Partial, t.mesh)
+    T::new(parts, Placement::Partial, mesh)
 }
 
 /// Rank r's block `r` of each whole tensor in `parts` (one per rank).

@@ -1,6 +1,7 @@
 //! Collectives over plain Burn tensors, for inner backends that are not CubeCL (NdArray).
 
-use crate::fabric::portable::PortableFabric;
+use crate::config::Algorithm;
+use crate::fabric::{portable::PortableFabric, Fabric};
 use crate::{algorithms, CollectiveConfig, CollectiveError, Collectives, ReduceOp, Result};
 use burn_tensor::{backend::Backend, Tensor};
 
@@ -120,6 +121,10 @@ impl<B: Backend> Collectives for PortableGroup<B> {
 
     fn all_reduce(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp) -> Result<()> {
         let f = self.fabric(bufs, true)?;
+        let one_device = self.devices.iter().all(|d| *d == self.devices[0]);
+        if one_device && self.config.algorithm == Algorithm::Auto && f.len(&bufs[0]) > 0 {
+            return f.all_reduce_on_one_device(bufs, op);
+        }
         algorithms::all_reduce(&f, bufs, op, &self.config)
     }
 

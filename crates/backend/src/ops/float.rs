@@ -186,7 +186,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
     }
 
     fn float_is_require_grad(tensor: &FloatTensor<Self>) -> bool {
-        B::float_is_require_grad(&tensor.parts[0])
+        B::float_is_require_grad(&tensor.parts()[0])
     }
 
     fn float_sum(tensor: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -18,7 +18,7 @@ macro_rules! pointwise_ops {
 macro_rules! placement_kept_ops {
     ($(fn $name:ident($t:ident: $T:ty $(, $arg:ident: $A:ty)*) -> $R:ty;)*) => {$(
         fn $name($t: $T $(, $arg: $A)*) -> $R {
-            on_ranks!($t.mesh.clone(), $t.placement, [$t], B::$name($t $(, $arg)*))
+            on_ranks!($t.mesh.clone(), $t.placement(), [$t], B::$name($t $(, $arg)*))
         }
     )*};
 }

@@ -62,7 +62,7 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
     }
 
     fn q_is_require_grad(tensor: &QuantizedTensor<Self>) -> bool {
-        B::q_is_require_grad(&tensor.parts[0])
+        B::q_is_require_grad(&tensor.parts()[0])
     }
 
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {

@@ -1,11 +1,11 @@
-//! Creating tensors on a mesh, reading them back, moving them between meshes, random draws.
+//! Creating tensors on a mesh, reading them back, moving them between meshes.
 
-use crate::kind::{Float, Int, Kind};
+use crate::kind::{Int, Kind};
 use crate::mesh::Mesh;
 use crate::placement::Placement;
 use crate::redistribute::to_replicated;
 use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, Distribution, FloatDType, IntDType, Shape, TensorData};
+use burn_backend::{Backend, IntDType, TensorData};
 
 /// Host data, `Replicated` on every rank (one upload per distinct device).
 pub(crate) fn from_data<B: Backend, K: Kind<B>>(
@@ -22,7 +22,7 @@ pub(crate) fn from_data<B: Backend, K: Kind<B>>(
 
 /// `whole` (on rank 0's device) given to every rank: the same handle where ranks share a
 /// device, a copy otherwise.
-fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
+pub(crate) fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
     mesh.devices()
         .iter()
         .map(|d| K::move_to(whole.clone(), d))
@@ -32,13 +32,20 @@ fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> Vec<K::
 /// The tensor's value as host data (gathered or summed first when needed).
 pub(crate) fn into_data<B: Backend, K: Kind<B>>(t: ShardedTensor<B, K>) -> TensorData {
     let home = t.mesh.device(0).clone();
-    let whole = match t.placement {
-        Placement::Replicated => t.parts.into_iter().next().expect("a mesh has a rank"),
+    let whole = match t.placement() {
+        Placement::Replicated => t
+            .into_parts()
+            .into_iter()
+            .next()
+            .expect("a mesh has a rank"),
         Placement::Shard(d) => K::cat(
-            t.parts.into_iter().map(|p| K::move_to(p, &home)).collect(),
+            t.into_parts()
+                .into_iter()
+                .map(|p| K::move_to(p, &home))
+                .collect(),
             d,
         ),
-        Placement::Partial => crate::kind::sum_on::<B, K>(t.parts, &home),
+        Placement::Partial => crate::kind::sum_on::<B, K>(t.into_parts(), &home),
     };
     K::into_data(whole)
 }
@@ -53,44 +60,14 @@ pub(crate) fn to_mesh<B: Backend, K: Kind<B>>(
         return t;
     }
     if t.mesh.len() == mesh.len() {
-        let parts = t
-            .parts
+        let (parts, placement, _) = t.into_split();
+        let parts = parts
             .into_iter()
             .zip(mesh.devices())
             .map(|(p, d)| K::move_to(p, d));
-        return ShardedTensor::new(parts.collect(), t.placement, mesh.clone());
+        return ShardedTensor::new(parts.collect(), placement, mesh.clone());
     }
     from_data(into_data(to_replicated(t)), mesh)
-}
-
-/// A `Replicated` random tensor: one draw on rank 0, identical on every rank.
-pub(crate) fn random_float<B: Backend>(
-    shape: Shape,
-    distribution: Distribution,
-    mesh: &Mesh<B::Device>,
-    dtype: FloatDType,
-) -> ShardedTensor<B, Float> {
-    let first = B::float_random(shape, distribution, mesh.device(0), dtype);
-    ShardedTensor::new(
-        share::<B, Float>(first, mesh),
-        Placement::Replicated,
-        mesh.clone(),
-    )
-}
-
-/// See [`random_float`].
-pub(crate) fn random_int<B: Backend>(
-    shape: Shape,
-    distribution: Distribution,
-    mesh: &Mesh<B::Device>,
-    dtype: IntDType,
-) -> ShardedTensor<B, Int> {
-    let first = B::int_random(shape, distribution, mesh.device(0), dtype);
-    ShardedTensor::new(
-        share::<B, Int>(first, mesh),
-        Placement::Replicated,
-        mesh.clone(),
-    )
 }
 
 /// Indices of the true elements: computed on the whole mask (its rows are numbered globally).
@@ -101,7 +78,7 @@ pub(crate) fn argwhere<B: Backend>(
     let t = crate::rules::replicate_for(t, "bool_argwhere");
     let mesh = t.mesh.clone();
     let futures: Vec<_> = t
-        .parts
+        .into_parts()
         .into_iter()
         .map(|p| B::bool_argwhere(p, out_dtype))
         .collect();

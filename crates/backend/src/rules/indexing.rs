@@ -23,7 +23,7 @@ pub(crate) fn select<B: Backend, K: Kind<B>>(
     op: impl Fn(K::P, usize, B::IntTensorPrimitive) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&indices.mesh)], op_name);
-    let (t, indices, p) = match (t.placement, indices.placement) {
+    let (t, indices, p) = match (t.placement(), indices.placement()) {
         (Placement::Shard(d), _) if d != dim => (t, to_replicated(indices), Placement::Shard(d)),
         (Placement::Replicated, Placement::Shard(0)) => (t, indices, Placement::Shard(dim)),
         (Placement::Partial, _) => (t, to_replicated(indices), Placement::Partial),
@@ -49,7 +49,7 @@ pub(crate) fn select_add<B: Backend, K: Kind<B>>(
         op_name,
     );
     let summable = K::NAME != "bool";
-    let (t, indices, value, p) = match (t.placement, indices.placement, value.placement) {
+    let (t, indices, value, p) = match (t.placement(), indices.placement(), value.placement()) {
         (Placement::Shard(d), _, _) if d != dim => {
             let value = to_shard(value, d, t.shard_sizes().as_deref());
             (t, to_replicated(indices), value, Placement::Shard(d))
@@ -104,7 +104,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     op: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&indices.mesh)], op_name);
-    if t.placement == Placement::Partial && indices.placement == Placement::Replicated {
+    if t.placement() == Placement::Partial && indices.placement() == Placement::Replicated {
         return on_ranks!(mesh, Placement::Partial, [t, indices], op(dim, t, indices));
     }
     let (t, indices, p) = match align_off_dim(t, indices, None, dim) {
@@ -130,9 +130,9 @@ pub(crate) fn scatter_add<B: Backend, K: Kind<B>>(
         &[Some(&t.mesh), Some(&indices.mesh), Some(&value.mesh)],
         op_name,
     );
-    if t.placement == Placement::Partial
-        && value.placement == Placement::Partial
-        && indices.placement == Placement::Replicated
+    if t.placement() == Placement::Partial
+        && value.placement() == Placement::Partial
+        && indices.placement() == Placement::Replicated
     {
         return on_ranks!(
             mesh,

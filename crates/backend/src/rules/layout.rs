@@ -19,13 +19,13 @@ pub(crate) fn reshape<B: Backend, K: Kind<B>>(
     shape: Shape,
     op: impl Fn(K::P, Shape) -> K::P + Sync,
 ) -> T<B, K> {
-    let Placement::Shard(d) = t.placement else {
-        return on_ranks!(t.mesh.clone(), t.placement, [t], op(t, shape.clone()));
+    let Placement::Shard(d) = t.placement() else {
+        return on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, shape.clone()));
     };
     match local_reshape(&t.shape(), d, &t.shard_sizes().unwrap_or_default(), &shape) {
         Some(shapes) => {
             let local = PerRank(shapes);
-            on_ranks!(t.mesh.clone(), t.placement, [t, local], op(t, local))
+            on_ranks!(t.mesh.clone(), t.placement(), [t, local], op(t, local))
         }
         None => {
             let t = replicate_for(t, "reshape");
@@ -73,7 +73,7 @@ pub(crate) fn permute<B: Backend, K: Kind<B>>(
     axes: &[usize],
     op: impl Fn(K::P, &[usize]) -> K::P + Sync,
 ) -> T<B, K> {
-    let p = match t.placement {
+    let p = match t.placement() {
         Placement::Shard(d) => Placement::Shard(axes.iter().position(|a| *a == d).unwrap_or(d)),
         p => p,
     };
@@ -86,7 +86,7 @@ pub(crate) fn swap_dims<B: Backend, K: Kind<B>>(
     dim2: usize,
     op: impl Fn(K::P, usize, usize) -> K::P + Sync,
 ) -> T<B, K> {
-    let p = match t.placement {
+    let p = match t.placement() {
         Placement::Shard(d) if d == dim1 => Placement::Shard(dim2),
         Placement::Shard(d) if d == dim2 => Placement::Shard(dim1),
         p => p,
@@ -100,7 +100,7 @@ pub(crate) fn transpose<B: Backend, K: Kind<B>>(
     op: impl Fn(K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let n = t.rank();
-    let p = match t.placement {
+    let p = match t.placement() {
         Placement::Shard(d) if n >= 2 && d == n - 1 => Placement::Shard(n - 2),
         Placement::Shard(d) if n >= 2 && d == n - 2 => Placement::Shard(n - 1),
         p => p,
@@ -115,8 +115,8 @@ pub(crate) fn expand<B: Backend, K: Kind<B>>(
     shape: Shape,
     op: impl Fn(K::P, Shape) -> K::P + Sync,
 ) -> T<B, K> {
-    let Placement::Shard(d) = t.placement else {
-        return on_ranks!(t.mesh.clone(), t.placement, [t], op(t, shape.clone()));
+    let Placement::Shard(d) = t.placement() else {
+        return on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, shape.clone()));
     };
     let offset = shape.num_dims().saturating_sub(t.rank());
     let global = t.shape();
@@ -159,10 +159,10 @@ pub(crate) fn slice<B: Backend, K: Kind<B>>(
     op_name: &'static str,
     op: impl Fn(K::P, &[Slice]) -> K::P + Sync,
 ) -> T<B, K> {
-    match t.placement {
+    match t.placement() {
         Placement::Shard(d) if keeps_whole_dim(slices, d, t.shape()[d]) => {
             let local = without_dim(slices, d);
-            on_ranks!(t.mesh.clone(), t.placement, [t], op(t, &local))
+            on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, &local))
         }
         Placement::Shard(_) => {
             let t = replicate_for(t, op_name);
@@ -182,11 +182,11 @@ pub(crate) fn slice_assign<B: Backend, K: Kind<B>>(
     op: impl Fn(K::P, &[Slice], K::P) -> K::P + Sync,
 ) -> T<B, K> {
     let mesh = common_mesh(&[Some(&t.mesh), Some(&value.mesh)], op_name);
-    match (t.placement, value.placement) {
+    match (t.placement(), value.placement()) {
         (Placement::Shard(d), _) if keeps_whole_dim(slices, d, t.shape()[d]) => {
             let value = to_shard(value, d, t.shard_sizes().as_deref());
             let local = without_dim(slices, d);
-            on_ranks!(mesh, t.placement, [t, value], op(t, &local, value))
+            on_ranks!(mesh, t.placement(), [t, value], op(t, &local, value))
         }
         (Placement::Partial, Placement::Partial | Placement::Replicated) => {
             let value = to_partial(value);
@@ -224,7 +224,7 @@ pub(crate) fn cat<B: Backend, K: Kind<B>>(
         &ts.iter().map(|t| Some(&t.mesh)).collect::<Vec<_>>(),
         op_name,
     );
-    let shard = ts.iter().find_map(|t| match t.placement {
+    let shard = ts.iter().find_map(|t| match t.placement() {
         Placement::Shard(d) if d != dim => Some((d, t.shard_sizes())),
         _ => None,
     });
@@ -234,7 +234,7 @@ pub(crate) fn cat<B: Backend, K: Kind<B>>(
             .map(|t| to_shard(t, d, sizes.as_deref()))
             .collect();
         (ts, Placement::Shard(d))
-    } else if ts.iter().all(|t| t.placement == Placement::Partial) {
+    } else if ts.iter().all(|t| t.placement() == Placement::Partial) {
         (ts, Placement::Partial)
     } else {
         let ts = ts.into_iter().map(|t| replicate_for(t, op_name)).collect();

@@ -32,7 +32,7 @@ fn place<B: Backend, K: Kind<B>>(
     let n = lhs.rank();
     let (row, col) = (n - 2, n - 1);
     let sizes = |t: &T<B, K>| t.shard_sizes();
-    match (lhs.placement, rhs.placement) {
+    match (lhs.placement(), rhs.placement()) {
         (Replicated, Replicated) => (lhs, rhs, Replicated),
         (Partial, Replicated) | (Replicated, Partial) => (lhs, rhs, Partial),
         (Partial, _) => place(to_replicated(lhs), rhs, op),

@@ -7,6 +7,7 @@ mod indexing;
 mod layout;
 mod matmul;
 pub(crate) mod nn;
+mod random;
 mod reduce;
 
 pub(crate) use data::*;
@@ -14,6 +15,7 @@ pub(crate) use elementwise::*;
 pub(crate) use indexing::*;
 pub(crate) use layout::*;
 pub(crate) use matmul::*;
+pub(crate) use random::*;
 pub(crate) use reduce::*;
 
 use crate::kind::Kind;
@@ -29,7 +31,7 @@ pub(crate) fn replicate_for<B: Backend, K: Kind<B>>(
     t: ShardedTensor<B, K>,
     op: &'static str,
 ) -> ShardedTensor<B, K> {
-    if t.placement != Placement::Replicated {
+    if t.placement() != Placement::Replicated {
         stats::fallback(op);
     }
     to_replicated(t)

@@ -76,7 +76,7 @@ pub(crate) fn batch_inputs3<B: Backend, K1: Kind<B>, K2: Kind<B>, K3: Kind<B>>(
 /// `Shard(0)` or `Replicated`; anything else is replicated.
 fn batch_only<B: Backend>(x: F<B>, op: &'static str) -> F<B> {
     let x = to_replicated_if_partial(x);
-    match x.placement {
+    match x.placement() {
         Placement::Shard(0) | Placement::Replicated => x,
         _ => replicate_for(x, op),
     }
@@ -100,7 +100,7 @@ pub(crate) fn batch<B: Backend>(
     );
     let x = batch_only(x, op);
     let (weight, bias) = (to_replicated(weight), bias.map(to_replicated));
-    let p = x.placement;
+    let p = x.placement();
     on_ranks!(mesh, p, [x, weight, bias], f(x, weight, bias))
 }
 
@@ -141,7 +141,7 @@ pub(crate) fn batch_grad<B: Backend>(
     let mesh = common_mesh(&[Some(&weight.mesh), Some(&grad.mesh)], op);
     let grad = batch_only(to_replicated_if_partial(grad), op);
     let weight = to_replicated(weight);
-    let p = grad.placement;
+    let p = grad.placement();
     on_ranks!(mesh, p, [weight, grad], f(weight, grad))
 }
 
@@ -176,7 +176,7 @@ pub(crate) fn embedding<B: Backend>(
 ) -> F<B> {
     let mesh = common_mesh(&[Some(&weights.mesh), Some(&indices.mesh)], "embedding");
     let weights = to_replicated(weights);
-    let p = indices.placement;
+    let p = indices.placement();
     on_ranks!(mesh, p, [weights, indices], f(weights, indices))
 }
 
@@ -232,7 +232,7 @@ pub(crate) fn rows_with_params<B: Backend>(
     let mesh = common_mesh(&meshes, op);
     let x = row_sharded(x, op);
     let (weight, bias) = (to_replicated(weight), bias.map(to_replicated));
-    let p = x.placement;
+    let p = x.placement();
     on_ranks!(mesh, p, [x, weight, bias], f(x, weight, bias))
 }
 
@@ -244,7 +244,7 @@ pub(crate) fn linear_x_backward<B: Backend>(
     let mesh = common_mesh(&[Some(&weight.mesh), Some(&grad.mesh)], "linear_x_backward");
     let grad = row_sharded(grad, "linear_x_backward");
     let weight = to_replicated(weight);
-    let p = grad.placement;
+    let p = grad.placement();
     on_ranks!(mesh, p, [weight, grad], f(weight, grad))
 }
 
@@ -273,7 +273,7 @@ pub(crate) fn linear_bias_backward<B: Backend>(
     f: impl Fn(P<B>) -> P<B> + Sync,
 ) -> F<B> {
     let grad = row_sharded(grad, "linear_bias_backward");
-    let p = if rows(grad.placement, grad.rank()) {
+    let p = if rows(grad.placement(), grad.rank()) {
         Placement::Partial
     } else {
         Placement::Replicated

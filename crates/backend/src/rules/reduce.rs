@@ -13,7 +13,7 @@ type T<B, K> = ShardedTensor<B, K>;
 
 /// Sum of all elements: a sharded input gives one addend per rank.
 pub(crate) fn sum<B: Backend, K: Kind<B>>(t: T<B, K>, op: impl Fn(K::P) -> K::P + Sync) -> T<B, K> {
-    let p = match t.placement {
+    let p = match t.placement() {
         Placement::Replicated => Placement::Replicated,
         _ => Placement::Partial,
     };
@@ -26,7 +26,7 @@ pub(crate) fn sum_dim<B: Backend, K: Kind<B>>(
     dim: usize,
     op: impl Fn(K::P, usize) -> K::P + Sync,
 ) -> T<B, K> {
-    let p = match t.placement {
+    let p = match t.placement() {
         Placement::Shard(d) if d == dim => Placement::Partial,
         p => p,
     };
@@ -35,7 +35,7 @@ pub(crate) fn sum_dim<B: Backend, K: Kind<B>>(
 
 /// Mean of all elements: each rank's sum over the global count, as addends.
 pub(crate) fn mean<B: Backend>(t: T<B, Float>) -> T<B, Float> {
-    match t.placement {
+    match t.placement() {
         Placement::Shard(_) => {
             let count = t.shape().num_elements() as f64;
             on_ranks!(t.mesh.clone(), Placement::Partial, [t], {
@@ -48,7 +48,7 @@ pub(crate) fn mean<B: Backend>(t: T<B, Float>) -> T<B, Float> {
 
 /// Mean along `dim`: over the sharded dim, each rank's sum over the global length, as addends.
 pub(crate) fn mean_dim<B: Backend>(t: T<B, Float>, dim: usize) -> T<B, Float> {
-    match t.placement {
+    match t.placement() {
         Placement::Shard(d) if d == dim => {
             let len = t.shape()[dim] as f64;
             on_ranks!(t.mesh.clone(), Placement::Partial, [t], {

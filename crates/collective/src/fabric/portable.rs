@@ -2,7 +2,7 @@
 //! moves and reductions are plain tensor ops. Used where the inner backend is not CubeCL.
 
 use super::Fabric;
-use crate::{error::catch_runtime, op::Combine, Result};
+use crate::{error::catch_runtime, op::Combine, ReduceOp, Result};
 use burn_tensor::{backend::Backend, DType as BurnDType, Tensor};
 use std::ops::Range;
 
@@ -46,6 +46,35 @@ impl<B: Backend> PortableFabric<'_, B> {
     }
 }
 
+impl<B: Backend> PortableFabric<'_, B> {
+    /// All-reduce for ranks that share one device (N ranks on one CPU), as a shared-memory
+    /// transport would do it: one pass over the N buffers, and every rank gets a handle to the
+    /// one result instead of a copy.
+    pub(crate) fn all_reduce_on_one_device(
+        &self,
+        bufs: &mut [Tensor<B, 1>],
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = bufs.len();
+        let result = catch_runtime(0, || {
+            let mut acc = self.widen(bufs[0].clone());
+            for b in &bufs[1..] {
+                let b = self.widen(b.clone());
+                acc = match op {
+                    ReduceOp::Max => acc.max_pair(b),
+                    ReduceOp::Sum | ReduceOp::Mean => acc + b,
+                };
+            }
+            if op == ReduceOp::Mean {
+                acc = acc.div_scalar(n as f32);
+            }
+            self.narrow(acc)
+        })?;
+        bufs.iter_mut().for_each(|b| *b = result.clone());
+        Ok(())
+    }
+}
+
 impl<B: Backend> Fabric for PortableFabric<'_, B> {
     type Buf = Tensor<B, 1>;
     type Staged = Tensor<B, 1>;
@@ -67,10 +96,16 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
     ) -> Result<Self::Staged> {
         let dst = &self.devices[to];
         // A real copy, not a view: a view would keep the source buffer shared, and every later
-        // in-place update of it would copy the whole buffer. Going through host data also works
-        // between devices that Burn's `to_device` cannot move between (two wgpu devices in 0.21).
+        // in-place update of it would copy the whole buffer. On one device a scaling by one
+        // writes that copy in one pass. Between devices, host data also works where Burn's
+        // `to_device` cannot move (two wgpu devices in 0.21).
         catch_runtime(from, || {
-            Tensor::from_data(src.clone().slice([range]).into_data(), dst)
+            let chunk = src.clone().slice([range]);
+            if self.devices[from] == *dst {
+                chunk.mul_scalar(1.0)
+            } else {
+                Tensor::from_data(chunk.into_data(), dst)
+            }
         })
     }
 
