@@ -101,3 +101,18 @@ pub fn write_results(
     std::fs::write(format!("{dir}/{name}.json"), text)?;
     std::fs::write(format!("{dir}/{name}.md"), markdown)
 }
+
+/// Reads every float parameter of `module` once, which runs Burn's lazy initializers: setups
+/// seeded alike then start from the same weights.
+pub fn init_params<B: burn::tensor::backend::Backend, M: burn::module::Module<B>>(module: &M) {
+    struct Touch;
+    impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for Touch {
+        fn visit_float<const D: usize>(
+            &mut self,
+            param: &burn::module::Param<burn::tensor::Tensor<B, D>>,
+        ) {
+            let _ = param.val();
+        }
+    }
+    module.visit(&mut Touch);
+}

@@ -63,7 +63,7 @@ fn main() {
         for &bytes in &sizes {
             let len = bytes / 4;
             let memcpy = memcpy_gbps(bytes);
-            let cuda_row = (!cuda.is_empty()).then(|| {
+            let cuda_row = (!cuda.is_empty()).then_some(()).and_then(|()| {
                 let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
                 device_point(
                     "ours",
@@ -73,7 +73,7 @@ fn main() {
                     args.iters,
                 )
             });
-            let wgpu_row = wgpu.as_ref().map(|d| {
+            let wgpu_row = wgpu.as_ref().and_then(|d| {
                 device_point(
                     "ours",
                     "wgpu",
@@ -124,6 +124,11 @@ fn main() {
             ));
         }
     }
+    md +=
+        "\nOn NdArray every rank shares one device: our all-reduce then sums the N buffers in one \
+           pass and gives every rank the result, as a shared-memory transport would; \
+           burn-collective runs its own algorithm on the same tensors. A `–` in a device column \
+           is a size the device could not allocate (reason on stderr).\n";
     if cuda.is_empty() {
         md += "\nNo CUDA GPU on the machine that ran this table.\n";
     }
@@ -133,19 +138,32 @@ fn main() {
     }
 }
 
-/// Our all-reduce on CubeCL devices, timed from queued to finished on every device.
+/// Our all-reduce on CubeCL devices, timed from queued to finished on every device; `None`
+/// (with the reason on stderr) where the devices cannot hold the buffers.
 fn device_point<R: CollectiveRuntime>(
     implementation: &str,
     backend: &str,
     group: Group<R>,
     len: usize,
     iters: usize,
-) -> Row {
+) -> Option<Row> {
     let n = group.size();
     let values: Vec<f64> = (0..len).map(|i| (i % 7) as f64).collect();
-    let mut bufs: Vec<_> = (0..n)
-        .map(|r| group.upload(r, DType::F32, &values).expect("upload"))
-        .collect();
+    let first_try = (0..n)
+        .map(|r| group.upload(r, DType::F32, &values))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|mut bufs| {
+            group.all_reduce(&mut bufs, ReduceOp::Max)?;
+            group.sync()?;
+            Ok(bufs)
+        });
+    let mut bufs = match first_try {
+        Ok(bufs) => bufs,
+        Err(e) => {
+            eprintln!("{backend}: N={n}, {}: skipped: {e}", size_label(len * 4));
+            return None;
+        }
+    };
     let secs = time_median(iters, || {
         group.sync().expect("sync");
         seconds(|| {
@@ -155,7 +173,7 @@ fn device_point<R: CollectiveRuntime>(
             group.sync().expect("sync");
         })
     });
-    Row::new(implementation, backend, n, len * 4, secs)
+    Some(Row::new(implementation, backend, n, len * 4, secs))
 }
 
 fn cpu_inputs(n: usize, len: usize) -> Vec<Tensor<Cpu, 1>> {

@@ -137,15 +137,6 @@ fn loader<B: Backend, Bt: Batcher<B, usize, Images<B>> + 'static>(
         .build(InMemDataset::new((0..samples).collect()))
 }
 
-/// Reads every parameter once, which runs Burn's lazy initializers.
-struct Materialize;
-
-impl<B: Backend> burn::module::ModuleVisitor<B> for Materialize {
-    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
-        let _ = param.val();
-    }
-}
-
 /// One setup: how it is named and how it trains one epoch from fresh weights.
 struct Setup {
     name: &'static str,
@@ -176,7 +167,7 @@ where
             .init::<B>(device)
             .expect("valid config"),
     };
-    model.visit(&mut Materialize);
+    firemesh_benches::init_params(&model);
     let samples = args.batch * args.steps;
     let dir = std::env::temp_dir().join(format!("firemesh-learner-step-{}", std::process::id()));
     let training = SupervisedTraining::new(
@@ -311,8 +302,5 @@ fn main() {
            MultiDevice gives each device its own half batch and sums the two gradients, a \
            different update, so its loss differs.\n";
     print!("{md}");
-    std::fs::create_dir_all(&args.out).expect("results dir");
-    std::fs::write(format!("{}/learner_step.md", args.out), &md).expect("write md");
-    let json = serde_json::to_string_pretty(&rows).expect("json");
-    std::fs::write(format!("{}/learner_step.json", args.out), json).expect("write json");
+    firemesh_benches::write_results(&args.out, "learner_step", &rows, &md).expect("write results");
 }

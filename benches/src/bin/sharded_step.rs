@@ -5,7 +5,7 @@
 
 use burn::backend::ndarray::NdArrayDevice;
 use burn::backend::{Autodiff, NdArray};
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
@@ -77,15 +77,6 @@ impl<B: AutodiffBackend, O: Optimizer<ResNet<B>, B>> Setup for Run<B, O> {
 
 use burn::tensor::ElementConversion;
 
-/// Reads every parameter once, which runs Burn's lazy initializers.
-struct Materialize;
-
-impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for Materialize {
-    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
-        let _ = param.val();
-    }
-}
-
 fn run<B: AutodiffBackend>(
     name: String,
     ranks: usize,
@@ -100,7 +91,7 @@ where
         .init::<B>(&device)
         .expect("valid config");
     // Parameters initialize lazily; draw them now, so every setup starts from the same weights.
-    model.visit(&mut Materialize);
+    firemesh_benches::init_params(&model);
     let optim = SgdConfig::new().init::<B, ResNet<B>>();
     Box::new(Run {
         name,
@@ -249,8 +240,5 @@ fn main() {
         "\nRatios are step-time ratios (lower is faster). The same training through burn-train's \
            Learner, with its MultiDevice strategy as the peer, is in learner_step.md.\n";
     print!("{md}");
-    std::fs::create_dir_all(&args.out).expect("results dir");
-    std::fs::write(format!("{}/sharded_step.md", args.out), &md).expect("write md");
-    let json = serde_json::to_string_pretty(&rows).expect("json");
-    std::fs::write(format!("{}/sharded_step.json", args.out), json).expect("write json");
+    firemesh_benches::write_results(&args.out, "sharded_step", &rows, &md).expect("write results");
 }
