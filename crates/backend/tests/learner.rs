@@ -20,7 +20,7 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
-use common::{mesh, Ref, RefAd, SAd, CPU, S};
+use common::{largest_difference, mesh, params, same_init, Ref, RefAd, SAd, CPU, S};
 use firemesh_backend::{shard, shard_int, stats, MeshBackend};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -186,47 +186,10 @@ where
     training.launch(learner).model
 }
 
-/// Every float parameter, flattened, in visiting order.
-fn params<B: Backend, M: Module<B>>(m: &M) -> Vec<f32> {
-    struct Flat(Vec<f32>);
-    impl<B: Backend> burn::module::ModuleVisitor<B> for Flat {
-        fn visit_float<const D: usize>(&mut self, p: &burn::module::Param<Tensor<B, D>>) {
-            let data = p.val().into_data().convert::<f32>();
-            self.0.extend(data.iter::<f32>());
-        }
-    }
-    let mut v = Flat(Vec::new());
-    m.visit(&mut v);
-    v.0
-}
-
-fn largest_difference(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len());
-    got.iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-        .fold(0.0, f32::max)
-}
-
-/// The same initial weights on one device and on the mesh: drawn from NdArray's global
-/// generator, reseeded, and materialized (Burn initializes lazily) before the next draw.
-fn same_init(
-    seed: u64,
-    mesh: &firemesh_backend::Mesh<burn::backend::ndarray::NdArrayDevice>,
-) -> (Mlp<RefAd>, Mlp<SAd>) {
-    RefAd::seed(&CPU, seed);
-    let reference = Mlp::<RefAd>::new(&CPU);
-    params(&reference);
-    RefAd::seed(&CPU, seed);
-    let sharded = Mlp::<SAd>::new(mesh);
-    params(&sharded);
-    (reference, sharded)
-}
-
 #[test]
 fn learner_trains_on_sharded_like_on_one_device_and_resumes() {
     let mesh = mesh(3);
-    let (reference, model) = same_init(5, &mesh);
+    let (reference, model) = same_init(5, || Mlp::<RefAd>::new(&CPU), || Mlp::<SAd>::new(&mesh));
     let before = params(&reference);
 
     let want = learn(reference, OneDevice, &scratch("one-device"), 0, 2);
@@ -248,7 +211,7 @@ fn learner_trains_on_sharded_like_on_one_device_and_resumes() {
         "burn-train wrote checkpoints of the sharded model"
     );
     // A fresh process would build a fresh model: resume it from the epoch-1 checkpoint.
-    let (_, fresh) = same_init(99, &mesh);
+    let (_, fresh) = same_init(99, || Mlp::<RefAd>::new(&CPU), || Mlp::<SAd>::new(&mesh));
     let resumed = learn(fresh, OverRanks, &dir, 1, 2);
     let got = params::<S, _>(&resumed);
     let fallbacks = stats::global_counts().total_fallbacks() - fallbacks_before;

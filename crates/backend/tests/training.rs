@@ -3,7 +3,7 @@
 
 mod common;
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::Module;
 use burn::nn::attention::generate_autoregressive_mask;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -17,7 +17,7 @@ use burn::nn::{
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{activation, Int, Tensor, TensorData};
-use common::{mesh, RefAd, SAd, CPU};
+use common::{assert_params_close, mesh, params, same_init, RefAd, SAd, CPU};
 use firemesh_backend::{shard, shard_int, stats};
 
 #[derive(Module, Debug)]
@@ -96,22 +96,6 @@ impl<B: Backend> TinyLm<B> {
     }
 }
 
-/// Every float parameter, flattened, in visiting order.
-struct Params(Vec<Vec<f32>>);
-
-impl<B: Backend> ModuleVisitor<B> for Params {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let data = param.val().into_data().convert::<f32>();
-        self.0.push(data.to_vec().expect("f32 data"));
-    }
-}
-
-fn params<B: Backend, M: Module<B>>(m: &M) -> Vec<Vec<f32>> {
-    let mut v = Params(Vec::new());
-    m.visit(&mut v);
-    v.0
-}
-
 /// Runs `steps` SGD steps; returns the losses, the fallbacks counted in forward+backward and
 /// the final parameters.
 fn train<B: AutodiffBackend, M, F>(
@@ -144,25 +128,6 @@ where
 
 use burn::tensor::ElementConversion;
 
-/// Builds the reference and the sharded model from the same random draws. NdArray's generator
-/// is global and both backends draw from it, so the inits hold a lock and reseed it.
-/// Burn initializes parameters lazily, so both are visited (which draws them) under the lock.
-fn same_init<A: Module<RefAd>, C: Module<SAd>>(
-    seed: u64,
-    reference: impl FnOnce() -> A,
-    sharded: impl FnOnce() -> C,
-) -> (A, C) {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    RefAd::seed(&CPU, seed);
-    let a = reference();
-    params(&a);
-    RefAd::seed(&CPU, seed);
-    let c = sharded();
-    params(&c);
-    (a, c)
-}
-
 /// What [`train`] returns: losses, fallbacks in forward and backward, final parameters.
 type Run = (Vec<f32>, u64, Vec<Vec<f32>>);
 
@@ -173,18 +138,6 @@ fn assert_same_run((want_losses, _, want): Run, (losses, fallbacks, got): Run) {
     assert!(want_losses[9] < want_losses[0], "the run must learn");
     assert_params_close(&got, &want, 1e-4);
     assert_eq!(fallbacks, 0, "forward and backward need no fallback");
-}
-
-fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
-    assert_eq!(got.len(), want.len());
-    let mut worst = 0f32;
-    for (g, w) in got.iter().zip(want) {
-        for (a, b) in g.iter().zip(w) {
-            worst = worst.max((a - b).abs() / b.abs().max(1.0));
-        }
-    }
-    println!("largest parameter difference: {worst:e}");
-    assert!(worst <= tol, "parameters differ by {worst}");
 }
 
 /// One fixed batch of 10 images and labels, so that ten steps visibly learn.

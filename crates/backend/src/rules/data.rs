@@ -12,7 +12,14 @@ pub(crate) fn from_data<B: Backend, K: Kind<B>>(
     data: TensorData,
     mesh: &Mesh<B::Device>,
 ) -> ShardedTensor<B, K> {
-    let first = K::from_data(data.clone(), mesh.device(0));
+    replicated_from_first(K::from_data(data, mesh.device(0)), mesh)
+}
+
+/// A `Replicated` tensor whose value is `first`, a tensor on rank 0's device.
+pub(crate) fn replicated_from_first<B: Backend, K: Kind<B>>(
+    first: K::P,
+    mesh: &Mesh<B::Device>,
+) -> ShardedTensor<B, K> {
     ShardedTensor::new(
         share::<B, K>(first, mesh),
         Placement::Replicated,

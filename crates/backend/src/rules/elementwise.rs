@@ -6,7 +6,7 @@ use crate::kind::Kind;
 use crate::placement::Placement;
 use crate::ranks::common_mesh;
 use crate::redistribute::{to_replicated, to_shard};
-use crate::rules::{replicate_for, shard_layout};
+use crate::rules::{replicate_for, settle_pending};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, TensorMetadata};
 
@@ -128,10 +128,7 @@ pub(crate) fn elementwise2<B: Backend, K1: Kind<B>, K2: Kind<B>>(
     linear: Linear,
 ) -> (T<B, K1>, T<B, K2>, Placement) {
     common_mesh(&[Some(&a.mesh), Some(&b.mesh)], "an element-wise op");
-    if let Some((d, sizes)) = shard_layout(&a).or_else(|| shard_layout(&b)) {
-        a.draw_as_shard(d, &sizes);
-        b.draw_as_shard(d, &sizes);
-    }
+    settle_pending(&[&a, &b]);
     let (wants, p) = plan(&[meta(&a), meta(&b)], linear);
     (apply(a, &wants[0]), apply(b, &wants[1]), p)
 }
@@ -145,14 +142,7 @@ pub(crate) fn elementwise3<B: Backend, K1: Kind<B>, K2: Kind<B>, K3: Kind<B>>(
         &[Some(&a.mesh), Some(&b.mesh), Some(&c.mesh)],
         "an element-wise op",
     );
-    let layout = shard_layout(&a)
-        .or_else(|| shard_layout(&b))
-        .or_else(|| shard_layout(&c));
-    if let Some((d, sizes)) = layout {
-        a.draw_as_shard(d, &sizes);
-        b.draw_as_shard(d, &sizes);
-        c.draw_as_shard(d, &sizes);
-    }
+    settle_pending(&[&a, &b, &c]);
     let (wants, p) = plan(&[meta(&a), meta(&b), meta(&c)], Linear::No);
     (
         apply(a, &wants[0]),

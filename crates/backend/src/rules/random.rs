@@ -8,7 +8,7 @@ use crate::kind::{Float, Int, Kind};
 use crate::mesh::{mix, Mesh};
 use crate::placement::Placement;
 use crate::ranks::run;
-use crate::rules::share;
+use crate::rules::{replicated_from_first, share};
 use crate::tensor::{Draw, ShardedTensor};
 use burn_backend::{Backend, DType, Distribution, FloatDType, IntDType, Shape, TensorMetadata};
 use std::sync::Mutex;
@@ -29,11 +29,9 @@ pub(crate) fn random_float<B: Backend>(
         };
         return ShardedTensor::pending(shape, DType::from(dtype), Box::new(draw), mesh.clone());
     }
-    let first = B::float_random(shape, distribution, mesh.device(0), dtype);
-    ShardedTensor::new(
-        share::<B, Float>(first, mesh),
-        Placement::Replicated,
-        mesh.clone(),
+    replicated_from_first(
+        B::float_random(shape, distribution, mesh.device(0), dtype),
+        mesh,
     )
 }
 
@@ -44,21 +42,46 @@ pub(crate) fn random_int<B: Backend>(
     mesh: &Mesh<B::Device>,
     dtype: IntDType,
 ) -> ShardedTensor<B, Int> {
-    let first = B::int_random(shape, distribution, mesh.device(0), dtype);
-    ShardedTensor::new(
-        share::<B, Int>(first, mesh),
-        Placement::Replicated,
-        mesh.clone(),
+    replicated_from_first(
+        B::int_random(shape, distribution, mesh.device(0), dtype),
+        mesh,
     )
 }
 
-/// The first `Shard(d)` layout among settled operands (split along a dim longer than 1).
-pub(crate) fn shard_layout<B: Backend, K: Kind<B>>(
-    t: &ShardedTensor<B, K>,
-) -> Option<(usize, Vec<usize>)> {
-    match t.settled_placement()? {
-        Placement::Shard(d) if t.shape()[d] > 1 => Some((d, t.shard_sizes()?)),
-        _ => None,
+/// An operand of an element-wise op, seen by [`settle_pending`] whatever its kind.
+pub(crate) trait Operand {
+    fn is_pending(&self) -> bool;
+    /// `Shard(d)` and its block sizes, for a drawn operand split along a dim longer than 1.
+    fn shard_layout(&self) -> Option<(usize, Vec<usize>)>;
+    fn draw_as_shard(&self, dim: usize, sizes: &[usize]);
+}
+
+impl<B: Backend, K: Kind<B>> Operand for ShardedTensor<B, K> {
+    fn is_pending(&self) -> bool {
+        self.settled_placement().is_none()
+    }
+
+    fn shard_layout(&self) -> Option<(usize, Vec<usize>)> {
+        match self.settled_placement()? {
+            Placement::Shard(d) if self.shape()[d] > 1 => Some((d, self.shard_sizes()?)),
+            _ => None,
+        }
+    }
+
+    fn draw_as_shard(&self, dim: usize, sizes: &[usize]) {
+        ShardedTensor::draw_as_shard(self, dim, sizes)
+    }
+}
+
+/// Draws the pending operands of an element-wise op as the blocks of its first `Shard(d)`
+/// operand, so a mask meets a sharded batch rank by rank. Nothing to do (and no cost beyond one
+/// check per operand) when no operand is pending.
+pub(crate) fn settle_pending(operands: &[&dyn Operand]) {
+    if !operands.iter().any(|o| o.is_pending()) {
+        return;
+    }
+    if let Some((d, sizes)) = operands.iter().find_map(|o| o.shard_layout()) {
+        operands.iter().for_each(|o| o.draw_as_shard(d, &sizes));
     }
 }
 

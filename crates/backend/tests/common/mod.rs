@@ -4,6 +4,8 @@
 
 use burn::backend::ndarray::NdArrayDevice;
 use burn::backend::{Autodiff, NdArray};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
 use firemesh_backend::{from_parts, redistribute, Mesh, MeshBackend, Placement, Sharded};
 
@@ -147,4 +149,57 @@ macro_rules! check_op {
         }
         fallbacks
     }};
+}
+
+/// Every float parameter, flattened, in visiting order.
+struct Params(Vec<Vec<f32>>);
+
+impl<B: Backend> ModuleVisitor<B> for Params {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let data = param.val().into_data().convert::<f32>();
+        self.0.push(data.to_vec().expect("f32 data"));
+    }
+}
+
+pub fn params<B: Backend, M: Module<B>>(m: &M) -> Vec<Vec<f32>> {
+    let mut v = Params(Vec::new());
+    m.visit(&mut v);
+    v.0
+}
+
+/// Builds the reference and the sharded model from the same random draws. NdArray's generator
+/// is global and both backends draw from it, so the inits hold a lock and reseed it.
+/// Burn initializes parameters lazily, so both are visited (which draws them) under the lock.
+pub fn same_init<A: Module<RefAd>, C: Module<SAd>>(
+    seed: u64,
+    reference: impl FnOnce() -> A,
+    sharded: impl FnOnce() -> C,
+) -> (A, C) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    RefAd::seed(&CPU, seed);
+    let a = reference();
+    params(&a);
+    RefAd::seed(&CPU, seed);
+    let c = sharded();
+    params(&c);
+    (a, c)
+}
+
+/// The largest difference between two parameter lists, relative to magnitudes above 1.
+pub fn largest_difference(got: &[Vec<f32>], want: &[Vec<f32>]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    let mut worst = 0f32;
+    for (g, w) in got.iter().zip(want) {
+        for (a, b) in g.iter().zip(w) {
+            worst = worst.max((a - b).abs() / b.abs().max(1.0));
+        }
+    }
+    worst
+}
+
+pub fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
+    let worst = largest_difference(got, want);
+    println!("largest parameter difference: {worst:e}");
+    assert!(worst <= tol, "parameters differ by {worst}");
 }
