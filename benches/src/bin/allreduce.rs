@@ -6,11 +6,13 @@
 use burn_ndarray::{NdArray, NdArrayDevice};
 use burn_tensor::Tensor;
 use clap::Parser;
+use cubecl::wgpu::WgpuRuntime;
 use firemesh_benches::{memcpy_gbps, seconds, size_label, time_median, write_results, Row};
 use firemesh_collective::{
-    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives, DType, Group, PortableGroup,
-    ReduceOp,
+    probe, transport::ClientCopy, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives,
+    DType, Group, PortableGroup, ReduceOp,
 };
+use std::sync::Arc;
 
 type Cpu = NdArray<f32>;
 
@@ -29,11 +31,14 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     iters: usize,
     /// Largest message measured on the CPU (NdArray) rows, MiB.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 256)]
     cpu_max_mib: usize,
     /// Skip the wgpu (software Vulkan on a machine without GPU) measurements.
     #[arg(long)]
     no_wgpu: bool,
+    /// Move wgpu data with the runtime's client copy instead of the default staged transport.
+    #[arg(long)]
+    wgpu_client_copy: bool,
     /// Output folder.
     #[arg(long, default_value = "benches/results")]
     out: String,
@@ -57,8 +62,8 @@ fn main() {
     let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
     md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on NdArray run on the same data in the same run;\n";
     md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on NdArray only.\n\n";
-    md += "| N | size | ours cuda | ours wgpu | ours ndarray | burn-collective ndarray | ours/peer (ndarray) | host memcpy | ours wgpu / memcpy |\n";
-    md += "|---|---|---|---|---|---|---|---|---|\n";
+    md += "| N | size | ours cuda | ours wgpu | ours ndarray | burn-collective ndarray | ours/peer (ndarray) | host memcpy | ours wgpu / memcpy | ours ndarray / memcpy |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|\n";
     for &n in &args.ranks {
         for &bytes in &sizes {
             let len = bytes / 4;
@@ -74,13 +79,13 @@ fn main() {
                 )
             });
             let wgpu_row = wgpu.as_ref().and_then(|d| {
-                device_point(
-                    "ours",
-                    "wgpu",
-                    Group::<cubecl::wgpu::WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group"),
-                    len,
-                    args.iters,
-                )
+                let group = Group::<WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group");
+                let group = if args.wgpu_client_copy {
+                    group.with_transport(Arc::new(ClientCopy))
+                } else {
+                    group
+                };
+                device_point("ours", "wgpu", group, len, args.iters)
             });
             let on_cpu = bytes <= args.cpu_max_mib << 20;
             let ours_cpu = on_cpu.then(|| portable_point(n, len, args.iters));
@@ -97,16 +102,19 @@ fn main() {
                 (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
                 _ => "–".into(),
             };
-            let vs_memcpy = wgpu_row
-                .as_ref()
-                .map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy));
+            let vs_memcpy = |r: &Option<Row>| {
+                r.as_ref()
+                    .map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy))
+            };
             let line = format!(
-                "| {n} | {} | {} | {} | {} | {} | {ratio} | {memcpy:.2} | {vs_memcpy} |\n",
+                "| {n} | {} | {} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
                 size_label(bytes),
                 bw(&cuda_row),
                 bw(&wgpu_row),
                 bw(&ours_cpu),
-                bw(&peer_cpu)
+                bw(&peer_cpu),
+                vs_memcpy(&wgpu_row),
+                vs_memcpy(&ours_cpu)
             );
             print!("{line}");
             md += &line;
@@ -125,10 +133,30 @@ fn main() {
         }
     }
     md +=
-        "\nOn NdArray every rank shares one device: our all-reduce then sums the N buffers in one \
-           pass and gives every rank the result, as a shared-memory transport would; \
-           burn-collective runs its own algorithm on the same tensors. A `–` in a device column \
-           is a size the device could not allocate (reason on stderr).\n";
+        "\nOn NdArray every rank shares one device: our all-reduce then adds the N buffers into rank \
+           0's buffer in place and gives every rank the result, as a shared-memory \
+           transport would; burn-collective runs its own algorithm on the same tensors. Each of its N-1 \
+           in-place additions moves about the bytes of one memcpy (read both, write one back), so \
+           its busbw cannot pass 2/N of memcpy: 1 for N=2, 0.5 for N=4, 0.25 for N=8.\n\n\
+           On wgpu each rank is its own device (a separate lavapipe device on a machine without \
+           GPU): a transfer is a read-back, one host copy into the destination's reused upload \
+           buffer (transfers of 1 MiB or more; smaller ones use the queue's own write) and a copy \
+           on the destination's queue; the reduction is a kernel. A `–` in a \
+           device column is a size the device could not allocate (reason on stderr).\n";
+    md += &format!(
+        "\nwgpu transport in this run: `{}`.\n",
+        if args.wgpu_client_copy {
+            "client-copy"
+        } else {
+            "wgpu-staged"
+        }
+    );
+    if args.cpu_max_mib < args.max_mib {
+        md += &format!(
+            "\nThe NdArray columns stop at {} MiB (`--cpu-max-mib`).\n",
+            args.cpu_max_mib
+        );
+    }
     if cuda.is_empty() {
         md += "\nNo CUDA GPU on the machine that ran this table.\n";
     }

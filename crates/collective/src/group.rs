@@ -56,7 +56,7 @@ impl<R: CollectiveRuntime> Group<R> {
         Ok(Self {
             ranks,
             transport: R::default_transport(),
-            config: CollectiveConfig::default(),
+            config: R::default_config(),
             supported: Mutex::new(Vec::new()),
         })
     }

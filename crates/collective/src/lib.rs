@@ -49,7 +49,8 @@ pub trait Collectives: Send + Sync + 'static {
     fn size(&self) -> usize;
     /// Elements in a buffer.
     fn buf_len(&self, buf: &Self::Buf) -> usize;
-    /// Reduce in place: afterwards every rank holds `op` over all ranks' buffers.
+    /// Reduce in place: afterwards every rank holds `op` over all ranks' buffers. When it
+    /// returns an error, the buffers' values are unspecified (as in NCCL).
     fn all_reduce(&self, bufs: &mut [Self::Buf], op: ReduceOp) -> Result<()>;
     /// Reduce, returning to rank r its part `shard_ranges(len, N)[r]` of the result.
     /// The input buffers are used as scratch space.

@@ -10,7 +10,8 @@ use std::sync::Mutex;
 
 struct Pool {
     setup: WgpuSetup,
-    devices: Vec<WgpuDevice>,
+    /// Each device with the wgpu device and queue its client drives.
+    devices: Vec<(WgpuDevice, WgpuSetup)>,
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
@@ -31,8 +32,8 @@ pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
             )
         })?;
         *pool = Some(Pool {
+            devices: vec![(WgpuDevice::DefaultDevice, setup.clone())],
             setup,
-            devices: vec![WgpuDevice::DefaultDevice],
         });
     }
     let pool = pool.as_mut().expect("initialized above");
@@ -54,8 +55,16 @@ pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
             queue,
             ..pool.setup.clone()
         };
-        pool.devices
-            .push(init_device(setup, RuntimeOptions::default()));
+        let device = init_device(setup.clone(), RuntimeOptions::default());
+        pool.devices.push((device, setup));
     }
-    Ok(pool.devices[..n].to_vec())
+    Ok(pool.devices[..n].iter().map(|(d, _)| d.clone()).collect())
+}
+
+/// The wgpu device and queue behind `device`, if [`wgpu_devices`] created it.
+pub(crate) fn setup_of(device: &WgpuDevice) -> Option<WgpuSetup> {
+    let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = pool.as_ref()?;
+    let found = pool.devices.iter().find(|(d, _)| d == device);
+    found.map(|(_, setup)| setup.clone())
 }

@@ -5,7 +5,7 @@ mod common;
 use burn_ndarray::{NdArray, NdArrayDevice};
 use burn_tensor::{Tensor, TensorData};
 use common::Harness;
-use firemesh_collective::{CollectiveConfig, DType, PortableGroup};
+use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup};
 
 type B = NdArray<f32>;
 
@@ -69,5 +69,28 @@ fn every_tensor_collective_on_ndarray() {
     for n in [1, 3, 4] {
         let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap();
         common::check_tensor_ops::<B, _>(&g, &vec![NdArrayDevice::Cpu; n]);
+    }
+}
+
+#[test]
+fn one_device_sum_leaves_tensors_the_caller_kept_unchanged() {
+    // Ranks on one device are summed into rank 0's buffer in place when it is uniquely owned;
+    // a clone the caller kept must still read as the input (Burn tensors are values).
+    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
+    let inputs: Vec<Vec<f64>> = (0..3).map(|r| common::integer_input(r, 1000)).collect();
+    let mut bufs: Vec<Tensor<B, 1>> = (0..3)
+        .map(|r| Portable.upload(&g, r, DType::F32, &inputs[r]))
+        .collect();
+    let kept = bufs.clone();
+    g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
+        .unwrap();
+    let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
+    for (r, (b, k)) in bufs.iter().zip(&kept).enumerate() {
+        assert_eq!(Portable.download(&g, b), want, "rank {r}");
+        assert_eq!(
+            Portable.download(&g, k),
+            inputs[r],
+            "kept input of rank {r}"
+        );
     }
 }

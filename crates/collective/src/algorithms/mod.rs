@@ -160,34 +160,117 @@ impl Link {
     }
 }
 
-/// Run the transfers of one step, concurrently (a host thread each) when they are big enough
-/// to be worth a thread; the staged results come back in `links` order.
+/// Run the transfers of one step; the staged results come back in `links` order. Links that
+/// carry the same range from the same rank are one multicast, so a transport that stages
+/// through the host reads that source once.
 pub(crate) fn send_all<F: Fabric>(
     f: &F,
     bufs: &[F::Buf],
     links: &[Link],
     cfg: &CollectiveConfig,
 ) -> Result<Vec<F::Staged>> {
-    let send = |l: &Link| f.send(l.from, &bufs[l.from], l.range.clone(), l.to);
-    let biggest = links.iter().map(|l| l.range.len()).max().unwrap_or(0) * f.elem_size();
-    if links.len() < 2 || biggest < cfg.parallel_transfer_bytes {
-        return links.iter().map(send).collect();
+    let casts = multicasts(links);
+    let sent = run_casts(f, &casts, links, cfg, |c| {
+        f.send_many(c.from, &bufs[c.from], c.range.clone(), &c.tos)
+    })?;
+    let mut out: Vec<Option<F::Staged>> = links.iter().map(|_| None).collect();
+    for (cast, staged) in casts.iter().zip(sent) {
+        for (&i, st) in cast.links.iter().zip(staged) {
+            out[i] = Some(st);
+        }
     }
+    Ok(out
+        .into_iter()
+        .map(|st| st.expect("every link belongs to one multicast"))
+        .collect())
+}
+
+/// Copy every link's range of its source into the same range of its destination: in place
+/// where the fabric can, else sent to a temporary and written.
+pub(crate) fn deliver<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    links: &[Link],
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    let casts = multicasts(links);
+    let shared: &[F::Buf] = bufs;
+    let placed = run_casts(f, &casts, links, cfg, |c| {
+        let dsts: Vec<&F::Buf> = c.tos.iter().map(|&to| &shared[to]).collect();
+        f.send_in_place(c.from, &shared[c.from], c.range.clone(), &c.tos, &dsts)
+    })?;
+    let rest: Vec<Link> = casts
+        .iter()
+        .zip(placed)
+        .filter(|(_, placed)| !placed)
+        .flat_map(|(c, _)| c.links.iter().map(|&i| links[i].clone()))
+        .collect();
+    for (link, st) in rest.iter().zip(send_all(f, bufs, &rest, cfg)?) {
+        f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
+    }
+    Ok(())
+}
+
+/// `job` for every multicast, concurrently (a host thread each) when the step's transfers are
+/// big enough to be worth a thread; results in `casts` order.
+fn run_casts<F: Fabric, T: Send>(
+    f: &F,
+    casts: &[Multicast],
+    links: &[Link],
+    cfg: &CollectiveConfig,
+    job: impl Fn(&Multicast) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let biggest = links.iter().map(|l| l.range.len()).max().unwrap_or(0) * f.elem_size();
+    if casts.len() < 2 || biggest < cfg.parallel_transfer_bytes {
+        return casts.iter().map(&job).collect();
+    }
+    let job = &job;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = links.iter().map(|l| scope.spawn(move || send(l))).collect();
+        let handles: Vec<_> = casts.iter().map(|c| scope.spawn(move || job(c))).collect();
         handles
             .into_iter()
-            .zip(links)
-            .map(|(h, l)| {
+            .zip(casts)
+            .map(|(h, c)| {
                 h.join().unwrap_or_else(|p| {
                     Err(crate::CollectiveError::Runtime {
-                        rank: l.from,
+                        rank: c.from,
                         reason: crate::error::panic_message(p.as_ref()),
                     })
                 })
             })
             .collect()
     })
+}
+
+/// Links of one step that share a source rank and range.
+struct Multicast {
+    from: usize,
+    range: Range<usize>,
+    tos: Vec<usize>,
+    /// Indices into the step's links, in `tos` order.
+    links: Vec<usize>,
+}
+
+fn multicasts(links: &[Link]) -> Vec<Multicast> {
+    let mut casts: Vec<Multicast> = Vec::new();
+    for (i, l) in links.iter().enumerate() {
+        match casts
+            .iter_mut()
+            .find(|c| c.from == l.from && c.range == l.range)
+        {
+            Some(c) => {
+                c.tos.push(l.to);
+                c.links.push(i);
+            }
+            None => casts.push(Multicast {
+                from: l.from,
+                range: l.range.clone(),
+                tos: vec![l.to],
+                links: vec![i],
+            }),
+        }
+    }
+    casts
 }
 
 #[cfg(test)]
@@ -209,6 +292,30 @@ mod tests {
                 assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
             }
         }
+    }
+
+    #[test]
+    fn links_with_one_source_and_range_form_one_multicast() {
+        let links = [
+            Link::new(0, 1, 0..8),
+            Link::new(1, 0, 0..8),
+            Link::new(0, 2, 0..8),
+            Link::new(0, 2, 8..16),
+            Link::new(0, 3, 0..8),
+        ];
+        let casts = multicasts(&links);
+        let seen: Vec<_> = casts
+            .iter()
+            .map(|c| (c.from, c.range.clone(), c.tos.clone(), c.links.clone()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0..8, vec![1, 2, 3], vec![0, 2, 4]),
+                (1, 0..8, vec![0], vec![1]),
+                (0, 8..16, vec![2], vec![3]),
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One-shot algorithms: every rank reads what it needs straight from its peers in a single
 //! step. Latency-optimal for small messages; moves N-1 times more data than the ring.
 
-use super::{send_all, Link};
+use super::{deliver, send_all, Link};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -65,10 +65,7 @@ pub(super) fn all_gather<F: Fabric>(
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let links = peer_links(bufs.len(), |from, _| parts[from].clone());
-    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-        f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
-    }
-    Ok(())
+    deliver(f, bufs, &links, cfg)
 }
 
 /// Every rank copies the root's buffer.
@@ -83,10 +80,7 @@ pub(super) fn broadcast<F: Fabric>(
         .filter(|&r| r != root)
         .map(|r| Link::new(root, r, whole.clone()))
         .collect();
-    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-        f.write(link.to, &mut bufs[link.to], 0, st)?;
-    }
-    Ok(())
+    deliver(f, bufs, &links, cfg)
 }
 
 /// A link from every rank to every other rank, carrying `range(from, to)` (empty ones dropped).

@@ -1,7 +1,7 @@
 //! Ring algorithms: N-1 steps in which every rank passes one chunk to its right neighbour.
 //! Each chunk is cut into sub-chunks so that a transfer overlaps the reduction before it.
 
-use super::{send_all, split_aligned, Link, CHUNK_ALIGN};
+use super::{deliver, send_all, split_aligned, Link, CHUNK_ALIGN};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -74,9 +74,7 @@ pub(super) fn broadcast<F: Fabric>(
             .filter(|&k| tick >= k && tick - k < subs.len())
             .map(|k| Link::new(order[k], order[k + 1], subs[tick - k].clone()))
             .collect();
-        for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-            f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
-        }
+        deliver(f, bufs, &links, cfg)?;
     }
     Ok(())
 }
@@ -112,12 +110,13 @@ fn pass<F: Fabric>(
                         .map(|range| Link::new(r, (r + 1) % n, range.clone()))
                 })
                 .collect();
-            for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-                let (to, at) = (link.to, link.range.start);
-                match apply {
-                    Apply::Combine(c) => f.combine(to, &mut bufs[to], at, st, c)?,
-                    Apply::Write => f.write(to, &mut bufs[to], at, st)?,
+            match apply {
+                Apply::Combine(c) => {
+                    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
+                        f.combine(link.to, &mut bufs[link.to], link.range.start, st, c)?;
+                    }
                 }
+                Apply::Write => deliver(f, bufs, &links, cfg)?,
             }
         }
     }

@@ -108,16 +108,50 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         Ok(out)
     }
 
+    /// `src[range]` of rank `from` moved to each of `tos` (a local copy for `from` itself).
     fn send_on_stream(
         &self,
         from: usize,
         src: &DeviceBuffer<R>,
         range: Range<usize>,
-        to: usize,
-    ) -> Result<DeviceBuffer<R>> {
-        if from == to || range.is_empty() {
-            return self.local_copy(to, src, range);
+        tos: &[usize],
+    ) -> Result<Vec<DeviceBuffer<R>>> {
+        let peers: Vec<&Rank<R>> = tos
+            .iter()
+            .filter(|&&to| to != from && !range.is_empty())
+            .map(|&to| self.rank(to))
+            .collect();
+        let mut moved = if peers.is_empty() {
+            Vec::new()
+        } else {
+            let slice = self.source_slice(from, src, range.clone())?;
+            self.transport
+                .copy_many(self.rank(from), slice, &peers, self.dtype)?
         }
+        .into_iter();
+        tos.iter()
+            .map(|&to| {
+                if to == from || range.is_empty() {
+                    return self.local_copy(to, src, range.clone());
+                }
+                let handle = moved.next().expect("one copy per peer");
+                Ok(DeviceBuffer {
+                    handle,
+                    len: range.len(),
+                    dtype: self.dtype,
+                    device: self.rank(to).device.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// A handle spanning exactly `src[range]`, padded to whole 4-byte words.
+    fn source_slice(
+        &self,
+        from: usize,
+        src: &DeviceBuffer<R>,
+        range: Range<usize>,
+    ) -> Result<Handle> {
         let size = self.dtype.size();
         let (start, bytes) = (range.start * size, range.len() * size);
         // Runtimes copy whole 4-byte words from 4-byte offsets: realign odd half-precision
@@ -129,18 +163,9 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         };
         let used = handle.size_in_used() as usize;
         let moved = padded_bytes(range.len(), self.dtype);
-        let slice = handle
+        Ok(handle
             .offset_start(start as u64)
-            .offset_end((used - start - moved) as u64);
-        let dst = self
-            .transport
-            .copy(self.rank(from), slice, self.rank(to), self.dtype)?;
-        Ok(DeviceBuffer {
-            handle: dst,
-            len: range.len(),
-            dtype: self.dtype,
-            device: self.rank(to).device.clone(),
-        })
+            .offset_end((used - start - moved) as u64))
     }
 }
 
@@ -163,8 +188,49 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         range: Range<usize>,
         to: usize,
     ) -> Result<Self::Staged> {
+        let mut one = self.send_many(from, src, range, &[to])?;
+        Ok(one.pop().expect("one destination"))
+    }
+
+    fn send_in_place(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        tos: &[usize],
+        dsts: &[&Self::Buf],
+    ) -> Result<bool> {
+        let size = self.dtype.size();
+        let (start, bytes) = (range.start * size, range.len() * size);
+        // Only whole 4-byte words land in place: a padded tail would overwrite a neighbour.
+        if bytes == 0 || start % 4 != 0 || bytes % 4 != 0 || tos.contains(&from) {
+            return Ok(false);
+        }
+        let targets: Vec<(&Rank<R>, Handle)> = tos
+            .iter()
+            .zip(dsts)
+            .map(|(&to, dst)| {
+                let end = dst.handle.size_in_used() as usize - start - bytes;
+                let slice = dst.handle.clone().offset_start(start as u64);
+                (self.rank(to), slice.offset_end(end as u64))
+            })
+            .collect();
+        self.stream.executes(|| {
+            let slice = self.source_slice(from, src, range)?;
+            self.transport
+                .copy_into_many(self.rank(from), slice, &targets, self.dtype)
+        })
+    }
+
+    fn send_many(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        tos: &[usize],
+    ) -> Result<Vec<Self::Staged>> {
         self.stream
-            .executes(|| self.send_on_stream(from, src, range, to))
+            .executes(|| self.send_on_stream(from, src, range, tos))
     }
 
     fn combine(

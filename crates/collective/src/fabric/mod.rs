@@ -30,6 +30,32 @@ pub trait Fabric: Sync {
         range: Range<usize>,
         to: usize,
     ) -> Result<Self::Staged>;
+    /// [`Fabric::send`] of one range to several ranks, in `tos` order. Fabrics whose transport
+    /// can read a source once for every destination override it.
+    fn send_many(
+        &self,
+        from: usize,
+        src: &Self::Buf,
+        range: Range<usize>,
+        tos: &[usize],
+    ) -> Result<Vec<Self::Staged>> {
+        tos.iter()
+            .map(|&to| self.send(from, src, range.clone(), to))
+            .collect()
+    }
+    /// Copy `src[range]` of rank `from` into `dst[range]` of every rank of `tos` (`dsts[i]` is
+    /// rank `tos[i]`'s buffer), for a transport that can land bytes in place. Returns
+    /// `Ok(false)`, having done nothing, where it cannot: the caller then sends and writes.
+    fn send_in_place(
+        &self,
+        _from: usize,
+        _src: &Self::Buf,
+        _range: Range<usize>,
+        _tos: &[usize],
+        _dsts: &[&Self::Buf],
+    ) -> Result<bool> {
+        Ok(false)
+    }
     /// `dst[range] = combine(dst[range], staged)` on rank `rank`.
     fn combine(
         &self,

@@ -48,16 +48,19 @@ impl<B: Backend> PortableFabric<'_, B> {
 
 impl<B: Backend> PortableFabric<'_, B> {
     /// All-reduce for ranks that share one device (N ranks on one CPU), as a shared-memory
-    /// transport would do it: one pass over the N buffers, and every rank gets a handle to the
-    /// one result instead of a copy.
+    /// transport would do it: the N buffers are added into rank 0's in place, and every rank
+    /// gets a handle to the one result instead of a copy.
     pub(crate) fn all_reduce_on_one_device(
         &self,
         bufs: &mut [Tensor<B, 1>],
         op: ReduceOp,
     ) -> Result<()> {
         let n = bufs.len();
+        // Rank 0's buffer is moved, not cloned, into the sum: a uniquely owned accumulator lets
+        // the backend add in place instead of allocating (and faulting in) a fresh result.
+        let first = std::mem::replace(&mut bufs[0], Tensor::empty([0], &self.devices[0]));
         let result = catch_runtime(0, || {
-            let mut acc = self.widen(bufs[0].clone());
+            let mut acc = self.widen(first);
             for b in &bufs[1..] {
                 let b = self.widen(b.clone());
                 acc = match op {

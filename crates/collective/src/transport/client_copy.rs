@@ -19,4 +19,21 @@ impl<R: Runtime> Transport<R> for ClientCopy {
             client.to_client(src, &to.client, dtype.elem_type())
         })
     }
+
+    /// One read-back for all destinations instead of one per destination.
+    fn copy_many(
+        &self,
+        from: &Rank<R>,
+        src: Handle,
+        to: &[&Rank<R>],
+        dtype: DType,
+    ) -> Result<Vec<Handle>> {
+        if let [only] = to {
+            return Ok(vec![self.copy(from, src, only, dtype)?]);
+        }
+        let bytes = super::read_back(from, src)?;
+        to.iter()
+            .map(|rank| super::upload_new(rank, &bytes))
+            .collect()
+    }
 }

@@ -3,11 +3,13 @@
 
 mod client_copy;
 mod cuda_peer;
+mod wgpu_staged;
 
 pub use client_copy::ClientCopy;
 pub use cuda_peer::CudaPeerCopy;
+pub use wgpu_staged::WgpuStagedCopy;
 
-use crate::{DType, Result};
+use crate::{error::catch_runtime, CollectiveConfig, DType, Result};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -26,18 +28,72 @@ pub trait Transport<R: Runtime>: Send + Sync {
     /// Copy all bytes `src` spans (its offsets are honoured) from `from` into a new buffer on
     /// `to`. Work already queued on `from` that writes `src` is complete before the copy reads.
     fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Handle>;
+    /// [`Transport::copy`] of one source to several ranks, in `to` order. Transports that
+    /// stage through the host override it to read the source once.
+    fn copy_many(
+        &self,
+        from: &Rank<R>,
+        src: Handle,
+        to: &[&Rank<R>],
+        dtype: DType,
+    ) -> Result<Vec<Handle>> {
+        to.iter()
+            .map(|rank| self.copy(from, src.clone(), rank, dtype))
+            .collect()
+    }
+    /// Copy `src` of `from` into each target: an existing slice of a buffer on that rank, as
+    /// long as `src`. Returns `Ok(false)`, having copied nothing, when this transport cannot
+    /// land bytes in place; the caller then goes through [`Transport::copy_many`].
+    fn copy_into_many(
+        &self,
+        _from: &Rank<R>,
+        _src: Handle,
+        _to: &[(&Rank<R>, Handle)],
+        _dtype: DType,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+}
+
+/// Read `src` back to the host from rank `from`'s device, once `from` finished writing it.
+fn read_back<R: Runtime>(from: &Rank<R>, src: Handle) -> Result<cubecl::bytes::Bytes> {
+    catch_runtime(from.index, || from.client.read_one(src))?.map_err(|e| {
+        crate::CollectiveError::Runtime {
+            rank: from.index,
+            reason: format!("{e:?}"),
+        }
+    })
+}
+
+/// Host bytes into a new buffer on rank `to`.
+fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
+    catch_runtime(to.index, || to.client.create_from_slice(bytes))
 }
 
 /// A CubeCL runtime that collectives run on, with the transport it uses by default.
 pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn default_transport() -> Arc<dyn Transport<Self>>;
+    /// The config a [`crate::Group`] on this runtime starts from.
+    fn default_config() -> CollectiveConfig {
+        CollectiveConfig::default()
+    }
     /// Whether `device` can be used, checked before any runtime call that could panic.
     fn check_device(device: &Self::Device) -> std::result::Result<(), String>;
 }
 
 impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
     fn default_transport() -> Arc<dyn Transport<Self>> {
-        Arc::new(ClientCopy)
+        Arc::new(WgpuStagedCopy::default())
+    }
+
+    /// No sub-chunks: a wgpu transfer is a blocking read-back, which waits for every kernel
+    /// queued on the source, so sub-chunks add synchronisations without overlapping anything.
+    /// (Ring all-reduce of 64 MiB over 2 lavapipe devices: 75 ms unpipelined, 117 ms at depth 4.)
+    fn default_config() -> CollectiveConfig {
+        CollectiveConfig {
+            pipeline_depth: 1,
+            ..CollectiveConfig::default()
+        }
     }
 
     fn check_device(_device: &Self::Device) -> std::result::Result<(), String> {
