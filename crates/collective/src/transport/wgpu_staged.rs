@@ -26,6 +26,9 @@ const STAGED_MIN_BYTES: u64 = 1024 * 1024;
 /// Reads back through the runtime, writes through a reused, mapped upload buffer per
 /// destination device. Devices not created by [`wgpu_devices::wgpu_devices`] (whose wgpu
 /// queue this crate cannot reach) fall back to [`ClientCopy`].
+///
+/// Each upload buffer keeps the size of the largest transfer it served (rounded up to a power
+/// of two) until the transport, which its [`crate::Group`] owns, is dropped.
 #[derive(Default)]
 pub struct WgpuStagedCopy {
     uploads: Mutex<HashMap<WgpuDevice, Arc<Mutex<Upload>>>>,
