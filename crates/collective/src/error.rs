@@ -98,6 +98,17 @@ pub(crate) fn catch_runtime<T>(rank: usize, f: impl FnOnce() -> T) -> Result<T> 
     })
 }
 
+/// [`catch_runtime`] for a runtime call that also reports failure as an error value.
+pub(crate) fn try_runtime<T, E: std::fmt::Debug>(
+    rank: usize,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> Result<T> {
+    catch_runtime(rank, f)?.map_err(|e| CollectiveError::Runtime {
+        rank,
+        reason: format!("{e:?}"),
+    })
+}
+
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()

@@ -3,8 +3,9 @@
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
 use crate::transport::{CollectiveRuntime, Rank, Transport};
 use crate::{
-    algorithms, error::catch_runtime, CollectiveConfig, CollectiveError, Collectives, DType,
-    ReduceOp, Result,
+    algorithms,
+    error::{catch_runtime, try_runtime},
+    CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result,
 };
 use cubecl::stream_id::StreamId;
 use std::sync::{Arc, Mutex};
@@ -122,24 +123,14 @@ impl<R: CollectiveRuntime> Group<R> {
     pub fn download(&self, buf: &DeviceBuffer<R>) -> Result<Vec<f64>> {
         let rank = self.rank_of(buf)?;
         let client = &self.ranks[rank].client;
-        let bytes = catch_runtime(rank, || client.read_one(buf.handle.clone()))?.map_err(|e| {
-            CollectiveError::Runtime {
-                rank,
-                reason: format!("{e:?}"),
-            }
-        })?;
+        let bytes = try_runtime(rank, || client.read_one(buf.handle.clone()))?;
         Ok(buf.dtype.decode(&bytes[..buf.len * buf.dtype.size()]))
     }
 
     /// Wait until every rank's device has finished the work queued so far.
     pub fn sync(&self) -> Result<()> {
         for r in &self.ranks {
-            catch_runtime(r.index, || cubecl::future::block_on(r.client.sync()))?.map_err(|e| {
-                CollectiveError::Runtime {
-                    rank: r.index,
-                    reason: format!("{e:?}"),
-                }
-            })?;
+            try_runtime(r.index, || cubecl::future::block_on(r.client.sync()))?;
         }
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! PCIe where `cuDeviceCanAccessPeer` allows it, staged by the driver otherwise. No NCCL.
 
 use super::{Rank, Transport};
-use crate::{error::catch_runtime, CollectiveError, DType, Result};
+use crate::error::{catch_runtime, try_runtime};
+use crate::{CollectiveError, DType, Result};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::server::Handle;
 use cudarc::driver::sys;
@@ -94,22 +95,12 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
             return Ok(dst);
         }
         let sync = |rank: &Rank<CudaRuntime>| -> Result<()> {
-            catch_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?.map_err(
-                |e| CollectiveError::Runtime {
-                    rank: rank.index,
-                    reason: format!("{e:?}"),
-                },
-            )
+            try_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))
         };
         sync(from)?;
         sync(to)?;
         let resource = |rank: &Rank<CudaRuntime>, h: Handle| -> Result<u64> {
-            let r = catch_runtime(rank.index, || rank.client.get_resource(h))?.map_err(|e| {
-                CollectiveError::Runtime {
-                    rank: rank.index,
-                    reason: format!("{e:?}"),
-                }
-            })?;
+            let r = try_runtime(rank.index, || rank.client.get_resource(h))?;
             Ok(r.resource().ptr)
         };
         let src_ptr = resource(from, src)?;

@@ -9,7 +9,8 @@ pub use client_copy::ClientCopy;
 pub use cuda_peer::CudaPeerCopy;
 pub use wgpu_staged::WgpuStagedCopy;
 
-use crate::{error::catch_runtime, CollectiveConfig, DType, Result};
+use crate::error::{catch_runtime, try_runtime};
+use crate::{CollectiveConfig, DType, Result};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -57,12 +58,7 @@ pub trait Transport<R: Runtime>: Send + Sync {
 
 /// Read `src` back to the host from rank `from`'s device, once `from` finished writing it.
 fn read_back<R: Runtime>(from: &Rank<R>, src: Handle) -> Result<cubecl::bytes::Bytes> {
-    catch_runtime(from.index, || from.client.read_one(src))?.map_err(|e| {
-        crate::CollectiveError::Runtime {
-            rank: from.index,
-            reason: format!("{e:?}"),
-        }
-    })
+    try_runtime(from.index, || from.client.read_one(src))
 }
 
 /// Host bytes into a new buffer on rank `to`.

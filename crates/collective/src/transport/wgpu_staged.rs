@@ -8,7 +8,8 @@
 //! the copy itself.
 
 use super::{ClientCopy, Rank, Transport};
-use crate::{error::catch_runtime, wgpu_devices, CollectiveError, DType, Result};
+use crate::error::{catch_runtime, try_runtime};
+use crate::{wgpu_devices, CollectiveError, DType, Result};
 use cubecl::{server::Handle, wgpu::WgpuDevice, wgpu::WgpuRuntime};
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
@@ -133,15 +134,16 @@ impl WgpuStagedCopy {
         // Resolving the buffer also hands every command queued on it so far to the stream;
         // the flush submits them, so our copy is ordered after them on the queue and before
         // any kernel the runtime queues on `dst` later.
-        let resource = catch_runtime(to.index, || to.client.get_resource(dst))?
-            .map_err(|e| runtime_error(to.index, format!("{e:?}")))?;
-        catch_runtime(to.index, || to.client.flush())?
-            .map_err(|e| runtime_error(to.index, format!("{e:?}")))?;
+        let resource = try_runtime(to.index, || to.client.get_resource(dst))?;
+        try_runtime(to.index, || to.client.flush())?;
         let target = resource.resource();
         catch_runtime(to.index, || {
             self.upload(setup, &to.device, data, &target.buffer, target.offset)
         })?
-        .map_err(|reason| runtime_error(to.index, reason))
+        .map_err(|reason| CollectiveError::Runtime {
+            rank: to.index,
+            reason,
+        })
     }
 
     /// Copy `data` into `target[offset..]` on the device of `setup`.
@@ -232,8 +234,4 @@ impl Upload {
 /// Whether a transfer of `bytes` goes through the upload buffer.
 fn stageable(bytes: u64) -> bool {
     bytes >= STAGED_MIN_BYTES && bytes.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
-}
-
-fn runtime_error(rank: usize, reason: String) -> CollectiveError {
-    CollectiveError::Runtime { rank, reason }
 }
