@@ -46,7 +46,13 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
-    let cuda = probe::cuda_devices();
+    let (cuda, no_cuda) = match probe::usable_cuda_devices() {
+        Ok(devices) => (devices, None),
+        Err(reason) => {
+            eprintln!("no CUDA rows: {reason}");
+            (Vec::new(), Some(reason))
+        }
+    };
     let wgpu = if args.no_wgpu {
         None
     } else {
@@ -131,6 +137,11 @@ fn main() {
                 bytes as f64 / memcpy / 1e9,
             ));
         }
+        // Rows so far, so that a run stopped by a time limit still leaves its table.
+        let partial = format!("{md}\n_Partial: rows up to N = {n}; the run had not finished._\n");
+        if let Err(e) = write_results(&args.out, "allreduce", &rows, &partial) {
+            eprintln!("could not write results: {e}");
+        }
     }
     md +=
         "\nOn NdArray every rank shares one device: our all-reduce then adds the N buffers into rank \
@@ -157,8 +168,8 @@ fn main() {
             args.cpu_max_mib
         );
     }
-    if cuda.is_empty() {
-        md += "\nNo CUDA GPU on the machine that ran this table.\n";
+    if let Some(reason) = no_cuda {
+        md += &format!("\nNo CUDA rows on the machine that ran this table: {reason}.\n");
     }
     match write_results(&args.out, "allreduce", &rows, &md) {
         Ok(()) => println!("wrote {}/allreduce.json and .md", args.out),

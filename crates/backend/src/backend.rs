@@ -95,8 +95,9 @@ impl<B: Backend> Backend for Sharded<B> {
 }
 
 impl<B: Backend> Sharded<B> {
-    /// A mesh over `devices` whose every device has been tried: a device that does not exist
-    /// or cannot run a one-element upload and read-back is an error, not a later panic.
+    /// A mesh over `devices` whose every device has been tried: a device that does not exist,
+    /// cannot upload and read back one element, or cannot run a kernel on it (a GPU machine
+    /// without the kernel compiler, say) is an error, not a later panic or silent garbage.
     pub fn mesh(devices: Vec<B::Device>) -> Result<Mesh<B::Device>, MeshError> {
         let mesh = Mesh::new(devices)?;
         for (rank, device) in mesh.devices().iter().enumerate() {
@@ -113,15 +114,23 @@ impl<B: Backend> Sharded<B> {
     }
 }
 
-/// Uploads and reads back one element on `device`, turning a panic into its message.
+/// Uploads one element, adds one to it on the device and reads it back, turning a panic into
+/// its message. A backend whose kernels cannot be compiled may only log the failure and leave
+/// the output unwritten, so the value itself is checked.
 fn probe<B: Backend>(device: &B::Device) -> Result<(), String> {
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let data = burn_backend::TensorData::from([1.0f32]);
-        let t = B::float_from_data(data, device);
+        let t = B::float_add_scalar(B::float_from_data(data, device), 1.0f32.into());
         burn_backend::try_read_sync(B::float_into_data(t))
     }));
     match attempt {
-        Ok(Some(Ok(_))) => Ok(()),
+        Ok(Some(Ok(data))) => match data.convert::<f32>().to_vec::<f32>() {
+            Ok(v) if v == [2.0] => Ok(()),
+            got => Err(format!(
+                "a kernel computing 1 + 1 on the device gave {got:?}: its kernels do not run \
+                 (is the kernel compiler installed?)"
+            )),
+        },
         Ok(Some(Err(e))) => Err(e.to_string()),
         Ok(None) => Err("the device cannot be read synchronously".into()),
         Err(payload) => {
@@ -130,7 +139,7 @@ fn probe<B: Backend>(device: &B::Device) -> Result<(), String> {
                 .cloned()
                 .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Err(format!("uploading one element panicked: {message}"))
+            Err(format!("running a one-element kernel panicked: {message}"))
         }
     }
 }

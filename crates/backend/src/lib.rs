@@ -22,7 +22,7 @@ mod tensor;
 
 pub use api::*;
 pub use backend::Sharded;
-pub use firemesh_collective::probe::{cuda_devices, cuda_unavailable_reason};
+pub use firemesh_collective::probe::{cuda_devices, cuda_unavailable_reason, usable_cuda_devices};
 pub use kind::{Bool, Float, Int, Kind, Quantized};
 pub use mesh::{Mesh, MeshError, MESH_TYPE_ID};
 pub use mesh_collectives::MeshCollectives;

@@ -10,14 +10,16 @@ use firemesh_collective::{probe, DType};
 
 /// `n` ranks over the GPUs present (round-robin when there are fewer GPUs than ranks).
 fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
-    if let Some(reason) = probe::cuda_unavailable_reason() {
-        if std::env::var("FIREMESH_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-            panic!("FIREMESH_REQUIRE_CUDA=1 but {reason}");
+    let gpus = match probe::usable_cuda_devices() {
+        Ok(gpus) => gpus,
+        Err(reason) if std::env::var("FIREMESH_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
+            panic!("FIREMESH_REQUIRE_CUDA=1 but {reason}")
         }
-        eprintln!("SKIPPED: {reason}");
-        return None;
-    }
-    let gpus = probe::cuda_devices();
+        Err(reason) => {
+            eprintln!("SKIPPED: {reason}");
+            return None;
+        }
+    };
     Some((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
 }
 
@@ -40,5 +42,14 @@ fn cuda_rounding_and_agreement() {
 fn cuda_four_million_elements() {
     for dtype in DType::ALL {
         common::run_large(&CUDA, 8, 4 * 1024 * 1024 + 3, dtype);
+    }
+}
+
+#[test]
+fn cuda_inputs_uploaded_and_results_read_on_other_threads() {
+    // 64 MiB per rank: a copy that does not wait for an upload still in flight on another
+    // thread's stream reads stale memory.
+    for n in [2, 8] {
+        common::run_inputs_from_other_threads(&CUDA, n, 16 * 1024 * 1024);
     }
 }

@@ -1,15 +1,24 @@
-//! The collective suite on the portable path: plain Burn tensor ops on NdArray.
+//! The collective suite on the portable path: plain Burn tensor ops on NdArray (every rank on
+//! one device) and on burn-wgpu over separate lavapipe clients (every move between ranks goes
+//! through host memory).
 
 mod common;
 
 use burn_ndarray::{NdArray, NdArrayDevice};
-use burn_tensor::{Tensor, TensorData};
+use burn_tensor::{backend::Backend, Tensor, TensorData};
 use common::Harness;
 use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup};
 
 type B = NdArray<f32>;
 
-struct Portable;
+/// [`PortableGroup`] over the devices that `devices(n)` gives (`None`: skip).
+struct Portable<B: Backend> {
+    devices: fn(usize) -> Option<Vec<B::Device>>,
+}
+
+const NDARRAY: Portable<B> = Portable {
+    devices: |n| Some(vec![NdArrayDevice::Cpu; n]),
+};
 
 fn burn_dtype(d: DType) -> burn_tensor::DType {
     match d {
@@ -19,24 +28,29 @@ fn burn_dtype(d: DType) -> burn_tensor::DType {
     }
 }
 
-impl Harness for Portable {
+impl<B: Backend> Harness for Portable<B> {
     type G = PortableGroup<B>;
 
     fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
+        let devices = (self.devices)(n)?;
         Some(
-            PortableGroup::new_shared(vec![NdArrayDevice::Cpu; n])
+            PortableGroup::new_shared(devices)
                 .unwrap()
                 .with_config(config),
         )
     }
 
-    fn dtypes(&self, _g: &Self::G) -> Vec<DType> {
-        DType::ALL.to_vec()
+    fn dtypes(&self, g: &Self::G) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| B::supports_dtype(&g.devices()[0], burn_dtype(d)))
+            .collect()
     }
 
-    fn upload(&self, _g: &Self::G, _rank: usize, dtype: DType, values: &[f64]) -> Tensor<B, 1> {
+    fn upload(&self, g: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> Tensor<B, 1> {
         let data = TensorData::new(common::round_to(dtype, values), [values.len()]);
-        Tensor::<B, 1>::from_data(data.convert_dtype(burn_dtype(dtype)), &NdArrayDevice::Cpu)
+        // The dtype must be named: from a device alone, Burn makes its default float (f32).
+        Tensor::<B, 1>::from_data(data, (&g.devices()[rank], burn_dtype(dtype)))
     }
 
     fn download(&self, _g: &Self::G, buf: &Tensor<B, 1>) -> Vec<f64> {
@@ -50,18 +64,19 @@ impl Harness for Portable {
 
 #[test]
 fn every_op_dtype_and_length_for_1_to_8_ranks() {
-    common::run_matrix(&Portable, 8);
+    common::run_matrix(&NDARRAY, 8);
 }
 
 #[test]
 fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
-    common::run_rounding(&Portable, 3, 10_007);
+    common::run_rounding(&NDARRAY, 3, 10_007);
 }
 
 #[test]
 fn four_million_elements() {
-    common::run_large(&Portable, 4, 4 * 1024 * 1024 + 3, DType::F32);
-    common::run_large(&Portable, 3, 4 * 1024 * 1024 + 1, DType::BF16);
+    common::run_large(&NDARRAY, 4, 4 * 1024 * 1024 + 3, DType::F32);
+    // NdArray holds no half types; f16 runs across wgpu devices (WGSL has no bf16).
+    common::run_large(&WGPU, 3, 4 * 1024 * 1024 + 1, DType::F16);
 }
 
 #[test]
@@ -79,18 +94,48 @@ fn one_device_sum_leaves_tensors_the_caller_kept_unchanged() {
     let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
     let inputs: Vec<Vec<f64>> = (0..3).map(|r| common::integer_input(r, 1000)).collect();
     let mut bufs: Vec<Tensor<B, 1>> = (0..3)
-        .map(|r| Portable.upload(&g, r, DType::F32, &inputs[r]))
+        .map(|r| NDARRAY.upload(&g, r, DType::F32, &inputs[r]))
         .collect();
     let kept = bufs.clone();
     g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
         .unwrap();
     let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
     for (r, (b, k)) in bufs.iter().zip(&kept).enumerate() {
-        assert_eq!(Portable.download(&g, b), want, "rank {r}");
-        assert_eq!(
-            Portable.download(&g, k),
-            inputs[r],
-            "kept input of rank {r}"
-        );
+        assert_eq!(NDARRAY.download(&g, b), want, "rank {r}");
+        assert_eq!(NDARRAY.download(&g, k), inputs[r], "kept input of rank {r}");
+    }
+}
+
+/// Separate wgpu devices: every send is a host round trip, which must keep the dtype.
+const WGPU: Portable<burn_wgpu::Wgpu> = Portable {
+    devices: common::wgpu_or_skip,
+};
+
+#[test]
+fn every_op_dtype_and_length_across_separate_wgpu_devices() {
+    common::run_matrix(&WGPU, 3);
+}
+
+#[test]
+fn half_types_keep_their_dtype_across_separate_wgpu_devices() {
+    let Some(g) = WGPU.group(2, CollectiveConfig::default()) else {
+        return;
+    };
+    for dtype in WGPU.dtypes(&g) {
+        let inputs: Vec<Vec<f64>> = (0..2).map(|r| common::integer_input(r, 1001)).collect();
+        let mut bufs: Vec<_> = (0..2)
+            .map(|r| WGPU.upload(&g, r, dtype, &inputs[r]))
+            .collect();
+        g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
+            .unwrap();
+        let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
+        for b in &bufs {
+            assert_eq!(
+                b.dtype(),
+                burn_dtype(dtype),
+                "the result keeps the inputs' dtype"
+            );
+            assert_eq!(WGPU.download(&g, b), want, "{dtype:?}");
+        }
     }
 }

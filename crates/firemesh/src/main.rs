@@ -2,9 +2,11 @@
 
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
-use firemesh::mesh::{DeviceMesh, MeshKind};
+use cubecl::cuda::CudaRuntime;
+use cubecl::wgpu::WgpuRuntime;
+use firemesh::mesh::{sharded_on_group, DeviceMesh, MeshKind};
 use firemesh::train::{train_resnet, TrainArgs};
-use firemesh_backend::{Mesh, Sharded};
+use firemesh_backend::Mesh;
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
@@ -68,22 +70,29 @@ fn main() {
 
 fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), String> {
     let mesh = DeviceMesh::discover(kind, ranks)?;
+    let n = match &mesh {
+        DeviceMesh::Cuda(d) => d.len(),
+        DeviceMesh::Wgpu(d) => d.len(),
+        DeviceMesh::Cpu { ranks, .. } => *ranks,
+    };
     println!(
         "firemesh train: tiny ResNet, synthetic CIFAR-like images, {} steps of {} images on {}",
         args.steps,
-        args.batch,
+        args.batch_for(n),
         mesh.describe()
     );
     let report = match &mesh {
-        DeviceMesh::Cuda(d) => {
-            train_resnet::<burn_cuda::Cuda>(sharded_mesh::<burn_cuda::Cuda>(d)?, args)?
-        }
-        DeviceMesh::Wgpu(d) => {
-            train_resnet::<burn_wgpu::Wgpu>(sharded_mesh::<burn_wgpu::Wgpu>(d)?, args)?
-        }
-        DeviceMesh::Cpu(n) => {
-            let mesh =
-                Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *n).map_err(|e| e.to_string())?;
+        DeviceMesh::Cuda(d) => train_resnet::<burn_cuda::Cuda>(
+            sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(d)?,
+            args,
+        )?,
+        DeviceMesh::Wgpu(d) => train_resnet::<burn_wgpu::Wgpu>(
+            sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(d)?,
+            args,
+        )?,
+        DeviceMesh::Cpu { ranks, .. } => {
+            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)
+                .map_err(|e| e.to_string())?;
             // NdArray computes on the calling thread: run the ranks on the thread pool.
             mesh.set_parallel(true);
             train_resnet::<burn_ndarray::NdArray>(mesh, args)?
@@ -93,14 +102,19 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
         "  loss {:.4} -> {:.4}, {:.1} images/s, {} fallback op(s)",
         report.first_loss, report.last_loss, report.images_per_second, report.fallbacks
     );
+    let via: Vec<String> = report
+        .collectives
+        .iter()
+        .map(|(kind, k)| match *kind {
+            "collective: mesh group" => format!("{k} on the devices (CubeCL group)"),
+            "collective: portable group" => format!("{k} through host memory (portable group)"),
+            other => format!("{k} via {other}"),
+        })
+        .collect();
+    if !via.is_empty() {
+        println!("  sums and gathers across ranks: {}", via.join(", "));
+    }
     Ok(())
-}
-
-/// The `Sharded` mesh over `devices`, each device tried first.
-fn sharded_mesh<B: burn::tensor::backend::Backend>(
-    devices: &[B::Device],
-) -> Result<Mesh<B::Device>, String> {
-    Sharded::<B>::mesh(devices.to_vec()).map_err(|e| e.to_string())
 }
 
 fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<(), String> {
@@ -121,7 +135,7 @@ fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Resul
             len,
             iters,
         )?,
-        DeviceMesh::Cpu(n) => cpu_demo(*n, len, iters)?,
+        DeviceMesh::Cpu { ranks, .. } => cpu_demo(*ranks, len, iters)?,
     };
     let bytes = (len * 4) as f64;
     let algbw = bytes / seconds / 1e9;

@@ -1,23 +1,33 @@
-//! Choosing the devices to run on: CUDA GPUs when present, else a CPU mesh.
+//! Choosing the devices to run on: CUDA GPUs when they can run kernels, else a CPU mesh; and
+//! the `Sharded` mesh over them, with our CubeCL collectives between GPU devices.
 
+use burn::tensor::backend::{Backend, DeviceOps};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
-use firemesh_collective::{probe, wgpu_devices::wgpu_devices, Group, PortableGroup, Result};
+use firemesh_backend::{Mesh, Sharded};
+use firemesh_collective::{
+    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Group, PortableGroup, Result,
+    TensorCollectives,
+};
 
 /// Where the ranks of a run live.
 pub enum DeviceMesh {
-    /// One rank per CUDA GPU.
+    /// One rank per CUDA GPU (round-robin when there are more ranks than GPUs).
     Cuda(Vec<CudaDevice>),
     /// Separate wgpu clients (a GPU or Mesa's software Vulkan driver).
     Wgpu(Vec<WgpuDevice>),
-    /// `n` ranks on the CPU, moved with plain Burn tensor ops.
-    Cpu(usize),
+    /// `ranks` ranks on the CPU, moved with plain Burn tensor ops; `no_gpu` says why no GPU
+    /// was used when the mesh kind was `auto`.
+    Cpu {
+        ranks: usize,
+        no_gpu: Option<String>,
+    },
 }
 
 /// Which kind of mesh to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MeshKind {
-    /// CUDA GPUs if any, else the CPU.
+    /// CUDA GPUs if they can run kernels, else the CPU.
     Auto,
     Cuda,
     Wgpu,
@@ -27,14 +37,22 @@ pub enum MeshKind {
 impl DeviceMesh {
     /// The mesh for `kind`; `ranks` defaults to the number of GPUs, or 4 on the CPU.
     pub fn discover(kind: MeshKind, ranks: Option<usize>) -> std::result::Result<Self, String> {
-        let gpus = probe::cuda_devices();
+        if ranks == Some(0) {
+            return Err("--ranks must be at least 1".into());
+        }
+        let cpu = |no_gpu| Self::Cpu {
+            ranks: ranks.unwrap_or(4),
+            no_gpu,
+        };
         match kind {
-            MeshKind::Auto if !gpus.is_empty() => Ok(Self::Cuda(pick(gpus, ranks))),
-            MeshKind::Auto | MeshKind::Cpu => Ok(Self::Cpu(ranks.unwrap_or(4))),
-            MeshKind::Cuda if gpus.is_empty() => {
-                Err(probe::cuda_unavailable_reason().unwrap_or_else(|| "no CUDA GPU found".into()))
+            MeshKind::Auto => Ok(match probe::usable_cuda_devices() {
+                Ok(gpus) => Self::Cuda(pick(gpus, ranks)),
+                Err(reason) => cpu(Some(reason)),
+            }),
+            MeshKind::Cpu => Ok(cpu(None)),
+            MeshKind::Cuda => {
+                probe::usable_cuda_devices().map(|gpus| Self::Cuda(pick(gpus, ranks)))
             }
-            MeshKind::Cuda => Ok(Self::Cuda(pick(gpus, ranks))),
             MeshKind::Wgpu => wgpu_devices(ranks.unwrap_or(4)).map(Self::Wgpu),
         }
     }
@@ -43,7 +61,14 @@ impl DeviceMesh {
         match self {
             Self::Cuda(d) => format!("{} CUDA GPU rank(s)", d.len()),
             Self::Wgpu(d) => format!("{} wgpu rank(s)", d.len()),
-            Self::Cpu(n) => format!("CPU mesh of {n} rank(s) (no GPU found)"),
+            Self::Cpu {
+                ranks,
+                no_gpu: None,
+            } => format!("a CPU mesh of {ranks} rank(s)"),
+            Self::Cpu {
+                ranks,
+                no_gpu: Some(why),
+            } => format!("a CPU mesh of {ranks} rank(s) (no GPU used: {why})"),
         }
     }
 
@@ -58,6 +83,22 @@ impl DeviceMesh {
     pub fn cpu_group(n: usize) -> Result<PortableGroup<burn_ndarray::NdArray>> {
         PortableGroup::new_shared(vec![burn_ndarray::NdArrayDevice::Cpu; n])
     }
+}
+
+/// The `Sharded<B>` mesh over the CubeCL `devices` (each tried first), whose sums and gathers
+/// across ranks run on a [`Group`] of the same devices: reduced in device memory by our
+/// kernels, moved by the runtime's transport (peer copies between CUDA GPUs), instead of the
+/// portable path through host memory. Ranks may share a device.
+pub fn sharded_on_group<R, B>(devices: &[R::Device]) -> std::result::Result<Mesh<R::Device>, String>
+where
+    R: CollectiveRuntime<Device: DeviceOps>,
+    B: Backend<Device = R::Device>,
+    Group<R>: TensorCollectives<B> + Send + Sync + 'static,
+{
+    let mesh = Sharded::<B>::mesh(devices.to_vec()).map_err(|e| e.to_string())?;
+    let group = Group::<R>::new_shared(devices.to_vec()).map_err(|e| e.to_string())?;
+    mesh.use_collectives::<B>(group);
+    Ok(mesh)
 }
 
 /// `ranks` ranks over the GPUs (round-robin when asking for more ranks than GPUs).

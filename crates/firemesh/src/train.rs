@@ -19,9 +19,10 @@ pub struct TrainArgs {
     /// Optimizer steps.
     #[arg(long, default_value_t = 40)]
     pub steps: usize,
-    /// Images per step over all ranks (each rank gets an equal share).
-    #[arg(long, default_value_t = 32)]
-    pub batch: usize,
+    /// Images per step over all ranks, a multiple of the ranks (each rank gets an equal
+    /// share). Default: 32, rounded up to a multiple of the ranks.
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Learning rate (SGD with momentum 0.9).
     #[arg(long, default_value_t = 0.05)]
     pub lr: f64,
@@ -39,14 +40,27 @@ pub struct TrainArgs {
     pub log_every: usize,
 }
 
+impl TrainArgs {
+    /// The global batch of a run on `ranks` ranks.
+    pub fn batch_for(&self, ranks: usize) -> usize {
+        self.batch
+            .unwrap_or_else(|| 32usize.div_ceil(ranks) * ranks)
+    }
+}
+
 /// What a run measured.
 pub struct TrainReport {
+    /// Images per step over all ranks.
+    pub batch: usize,
     pub first_loss: f64,
     pub last_loss: f64,
     pub images_per_second: f64,
     /// Ops that ran replicated for lack of a placement rule, over all forward and backward
     /// passes (0 for this model).
     pub fallbacks: u64,
+    /// Sums and gathers of float parts across ranks, by the collective path that ran them
+    /// ("collective: mesh group" for the group given to `Mesh::use_collectives`).
+    pub collectives: std::collections::BTreeMap<&'static str, u64>,
 }
 
 type Ad<B> = Autodiff<Sharded<B>>;
@@ -60,10 +74,10 @@ pub fn train_resnet<B: Backend>(
     args: &TrainArgs,
 ) -> Result<TrainReport, String> {
     let ranks = mesh.len();
-    if args.batch % ranks != 0 || args.batch < ranks {
+    let global_batch = args.batch_for(ranks);
+    if !global_batch.is_multiple_of(ranks) || global_batch < ranks {
         return Err(format!(
-            "--batch {} must be a positive multiple of the {ranks} ranks",
-            args.batch
+            "--batch {global_batch} must be a positive multiple of the {ranks} ranks"
         ));
     }
     Ad::<B>::seed(&mesh, args.seed);
@@ -75,7 +89,7 @@ pub fn train_resnet<B: Backend>(
     let sampler = DistributedSampler::new(
         args.samples,
         ranks,
-        args.batch,
+        global_batch,
         args.seed,
         TailPolicy::DropLast,
     )
@@ -88,6 +102,7 @@ pub fn train_resnet<B: Backend>(
     let loss_fn = CrossEntropyLossConfig::new().init(&mesh);
 
     let (mut first, mut last, mut fallbacks) = (None, 0.0, 0);
+    let mut collectives = std::collections::BTreeMap::new();
     let start = Instant::now();
     let mut position = SamplerPosition::default();
     let mut step = 0;
@@ -109,15 +124,25 @@ pub fn train_resnet<B: Backend>(
                 let grads = loss.backward();
                 (loss, grads)
             });
-            fallbacks += counts.total_fallbacks();
             let grads = GradientsParams::from_grads(grads, &model);
-            model = optimizer.step(args.lr, model, grads);
+            let (new_model, step_counts) = stats::count(|| optimizer.step(args.lr, model, grads));
+            model = new_model;
+            fallbacks += counts.total_fallbacks() + step_counts.total_fallbacks();
+            for (kind, k) in counts
+                .redistributions
+                .into_iter()
+                .chain(step_counts.redistributions)
+            {
+                if kind.starts_with("collective:") {
+                    *collectives.entry(kind).or_default() += k;
+                }
+            }
             let loss: f64 = loss.into_scalar().elem();
             first.get_or_insert(loss);
             last = loss;
             step += 1;
             if step % args.log_every.max(1) == 0 || step == args.steps {
-                let rate = (step * args.batch) as f64 / start.elapsed().as_secs_f64();
+                let rate = (step * global_batch) as f64 / start.elapsed().as_secs_f64();
                 println!(
                     "  step {step:>4}/{}  loss {loss:.4}  {rate:.1} images/s",
                     args.steps
@@ -129,11 +154,13 @@ pub fn train_resnet<B: Backend>(
             step: 0,
         };
     }
-    let images_per_second = (args.steps * args.batch) as f64 / start.elapsed().as_secs_f64();
+    let images_per_second = (args.steps * global_batch) as f64 / start.elapsed().as_secs_f64();
     Ok(TrainReport {
         first_loss: first.unwrap_or(0.0),
         last_loss: last,
+        batch: global_batch,
         images_per_second,
         fallbacks,
+        collectives,
     })
 }

@@ -1,6 +1,7 @@
 //! The main job trains: loss falls, with no op falling back to replicated execution.
 
 use burn_ndarray::{NdArray, NdArrayDevice};
+use firemesh::mesh::{sharded_on_group, DeviceMesh, MeshKind};
 use firemesh::train::{train_resnet, TrainArgs};
 use firemesh_backend::Mesh;
 
@@ -8,7 +9,7 @@ use firemesh_backend::Mesh;
 fn data_parallel_resnet_on_a_cpu_mesh_learns() {
     let args = TrainArgs {
         steps: 24,
-        batch: 16,
+        batch: Some(16),
         lr: 0.05,
         samples: 256,
         image_size: 8,
@@ -18,6 +19,9 @@ fn data_parallel_resnet_on_a_cpu_mesh_learns() {
     let mesh = Mesh::replicate(NdArrayDevice::Cpu, 2).unwrap();
     let report = train_resnet::<NdArray>(mesh, &args).unwrap();
     assert_eq!(report.fallbacks, 0);
+    assert_eq!(report.batch, 16);
+    // Ranks that share one device sum their parts in place: no collective across devices.
+    assert!(report.collectives.is_empty(), "{:?}", report.collectives);
     assert!(
         report.last_loss < 0.6 * report.first_loss,
         "loss {} -> {}",
@@ -31,7 +35,7 @@ fn data_parallel_resnet_on_a_cpu_mesh_learns() {
 fn a_batch_that_does_not_split_evenly_is_an_error() {
     let args = TrainArgs {
         steps: 1,
-        batch: 5,
+        batch: Some(5),
         lr: 0.05,
         samples: 64,
         image_size: 8,
@@ -43,7 +47,60 @@ fn a_batch_that_does_not_split_evenly_is_an_error() {
     assert!(err.contains("multiple of the 2 ranks"), "{err}");
 }
 
-/// The same job on separate wgpu clients (lavapipe in CI): a GPU-kind mesh trains too.
+/// With no batch given, the default global batch (32) is rounded up to split evenly over any
+/// rank count (3, 5, 6 or 7 GPUs, say).
+#[test]
+fn the_default_batch_splits_over_any_rank_count() {
+    let args = TrainArgs {
+        steps: 1,
+        batch: None,
+        lr: 0.05,
+        samples: 128,
+        image_size: 8,
+        seed: 7,
+        log_every: 1,
+    };
+    for (ranks, want) in [
+        (1, 32),
+        (3, 33),
+        (4, 32),
+        (5, 35),
+        (6, 36),
+        (7, 35),
+        (8, 32),
+    ] {
+        assert_eq!(args.batch_for(ranks), want, "{ranks} ranks");
+    }
+    let mesh = Mesh::replicate(NdArrayDevice::Cpu, 3).unwrap();
+    let report = train_resnet::<NdArray>(mesh, &args).unwrap();
+    assert_eq!(report.batch, 33);
+}
+
+/// `auto` falls back to a CPU mesh and says why when CUDA cannot run kernels; an explicit
+/// `cuda` mesh is an error with the same reason; zero ranks is an error.
+#[test]
+fn mesh_discovery_explains_its_choice() {
+    match firemesh_collective::probe::usable_cuda_devices() {
+        Ok(gpus) => match DeviceMesh::discover(MeshKind::Auto, None).unwrap() {
+            DeviceMesh::Cuda(d) => assert_eq!(d.len(), gpus.len()),
+            other => panic!("GPUs present but auto chose {}", other.describe()),
+        },
+        Err(reason) => {
+            let auto = DeviceMesh::discover(MeshKind::Auto, None).unwrap();
+            assert!(matches!(auto, DeviceMesh::Cpu { ranks: 4, .. }));
+            assert!(auto.describe().contains(&reason), "{}", auto.describe());
+            let err = DeviceMesh::discover(MeshKind::Cuda, Some(2)).err().unwrap();
+            assert_eq!(err, reason);
+        }
+    }
+    let cpu = DeviceMesh::discover(MeshKind::Cpu, Some(3)).unwrap();
+    assert_eq!(cpu.describe(), "a CPU mesh of 3 rank(s)");
+    assert!(DeviceMesh::discover(MeshKind::Cpu, Some(0)).is_err());
+}
+
+/// The same job on separate wgpu clients (lavapipe in CI), as `firemesh train --mesh wgpu`
+/// builds it: sums and gathers across the clients run on our CubeCL group, none on the
+/// portable path.
 #[test]
 fn the_job_trains_on_a_wgpu_mesh() {
     let devices = match firemesh_collective::wgpu_devices::wgpu_devices(2) {
@@ -55,16 +112,24 @@ fn the_job_trains_on_a_wgpu_mesh() {
     };
     let args = TrainArgs {
         steps: 6,
-        batch: 8,
+        batch: Some(8),
         lr: 0.05,
         samples: 64,
         image_size: 8,
         seed: 7,
         log_every: 3,
     };
-    let mesh = firemesh_backend::Sharded::<burn_wgpu::Wgpu>::mesh(devices).unwrap();
+    let mesh = sharded_on_group::<cubecl::wgpu::WgpuRuntime, burn_wgpu::Wgpu>(&devices).unwrap();
     let report = train_resnet::<burn_wgpu::Wgpu>(mesh, &args).unwrap();
     assert_eq!(report.fallbacks, 0);
+    assert!(
+        report.collectives.get("collective: mesh group") > Some(&0)
+            && !report
+                .collectives
+                .contains_key("collective: portable group"),
+        "{:?}",
+        report.collectives
+    );
     assert!(
         report.last_loss.is_finite() && report.last_loss < report.first_loss,
         "loss {} -> {}",

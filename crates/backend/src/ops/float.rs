@@ -133,7 +133,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fallback!(
             "float_scatter_nd",
             [data, indices, values],
-            B::float_scatter_nd(data, indices, values, reduction.clone())
+            B::float_scatter_nd(data, indices, values, reduction)
         )
     }
 

@@ -94,7 +94,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         fallback!(
             "int_scatter_nd",
             [data, indices, values],
-            B::int_scatter_nd(data, indices, values, reduction.clone())
+            B::int_scatter_nd(data, indices, values, reduction)
         )
     }
 

@@ -61,7 +61,7 @@ pub(crate) fn reduce_scatter<F: Fabric>(
         if op == ReduceOp::Mean && n > 1 {
             f.divide(r, &mut bufs[r], part.clone(), n)?;
         }
-        out.push(f.into_buf(f.send(r, &bufs[r], part.clone(), r)?));
+        out.push(f.staged_as_buf(f.send(r, &bufs[r], part.clone(), r)?));
     }
     Ok(out)
 }
@@ -79,7 +79,7 @@ pub(crate) fn all_gather<F: Fabric>(
     for (r, shard) in shards.into_iter().enumerate() {
         let mut out = f.alloc(r, total)?;
         if lens[r] > 0 {
-            f.write(r, &mut out, parts[r].start, f.into_staged(shard))?;
+            f.write(r, &mut out, parts[r].start, f.buf_as_staged(shard))?;
         }
         outs.push(out);
     }

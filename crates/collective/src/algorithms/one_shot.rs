@@ -26,17 +26,17 @@ pub(super) fn all_reduce<F: Fabric>(
         .collect();
     let mut staged = send_all(f, bufs, &links, cfg)?.into_iter();
     let combine = op.pairwise();
-    for r in 0..n {
+    for (r, buf) in bufs.iter_mut().enumerate() {
         if r != 0 {
             let first = staged.next().expect("one staged buffer per (rank, peer)");
-            f.write(r, &mut bufs[r], 0, first)?;
+            f.write(r, buf, 0, first)?;
         }
         for _ in 1..n {
             let next = staged.next().expect("one staged buffer per (rank, peer)");
-            f.combine(r, &mut bufs[r], 0, next, combine)?;
+            f.combine(r, buf, 0, next, combine)?;
         }
         if op == ReduceOp::Mean {
-            f.divide(r, &mut bufs[r], whole.clone(), n)?;
+            f.divide(r, buf, whole.clone(), n)?;
         }
     }
     Ok(())

@@ -311,11 +311,11 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         })
     }
 
-    fn into_staged(&self, buf: Self::Buf) -> Self::Staged {
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
         buf
     }
 
-    fn into_buf(&self, staged: Self::Staged) -> Self::Buf {
+    fn staged_as_buf(&self, staged: Self::Staged) -> Self::Buf {
         staged
     }
 }

@@ -84,7 +84,7 @@ pub trait Fabric: Sync {
     /// A new buffer of `len` elements on rank `rank` (contents unspecified).
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf>;
     /// View a whole buffer as a temporary, without copying.
-    fn into_staged(&self, buf: Self::Buf) -> Self::Staged;
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged;
     /// A temporary as a whole buffer, without copying.
-    fn into_buf(&self, staged: Self::Staged) -> Self::Buf;
+    fn staged_as_buf(&self, staged: Self::Staged) -> Self::Buf;
 }

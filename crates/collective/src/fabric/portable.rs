@@ -107,7 +107,9 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
             if self.devices[from] == *dst {
                 chunk.mul_scalar(1.0)
             } else {
-                Tensor::from_data(chunk.into_data(), dst)
+                // The chunk keeps its dtype: without one, the new tensor would take the
+                // device's default float type (f32) and half-type buffers would mix dtypes.
+                Tensor::from_data(chunk.into_data(), (dst, self.dtype))
             }
         })
     }
@@ -160,11 +162,11 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         })
     }
 
-    fn into_staged(&self, buf: Self::Buf) -> Self::Staged {
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
         buf
     }
 
-    fn into_buf(&self, staged: Self::Staged) -> Self::Buf {
+    fn staged_as_buf(&self, staged: Self::Staged) -> Self::Buf {
         staged
     }
 }

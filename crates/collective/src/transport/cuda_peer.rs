@@ -11,10 +11,12 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 /// Copies between CUDA devices with `cuMemcpyPeer` in the devices' primary contexts (the ones
-/// CubeCL uses). Ordering against CubeCL's streams: both clients are synchronized before the
-/// copy and the copy is complete before `copy` returns, so kernels queued after it see the data.
-/// Correct but synchronous: overlap comes only from the ring running its links on parallel host
-/// threads (event-based ordering on CubeCL's streams is the next step).
+/// CubeCL uses). Ordering against CubeCL's streams: both handles are resolved on the calling
+/// thread's stream (which makes it wait for the streams that wrote them, other threads' too),
+/// both clients are synchronized, and the copy is complete on both devices before `copy`
+/// returns, so kernels queued after it see the data. Correct but synchronous: overlap comes
+/// only from the ring running its links on parallel host threads (event-based ordering on
+/// CubeCL's streams is the next step).
 #[derive(Default)]
 pub struct CudaPeerCopy {
     peers_enabled: Mutex<HashSet<(usize, usize)>>,
@@ -31,47 +33,78 @@ fn check(rank: usize, what: &str, code: sys::CUresult) -> Result<()> {
     }
 }
 
-fn primary_context(rank: usize, device: &CudaDevice) -> Result<(sys::CUdevice, sys::CUcontext)> {
-    let mut dev: sys::CUdevice = 0;
-    let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: plain driver calls with valid out-pointers; the primary context is reference
-    // counted and stays alive while CubeCL holds it.
-    unsafe {
-        check(
-            rank,
-            "cuDeviceGet",
-            sys::cuDeviceGet(&mut dev, device.index as i32),
-        )?;
-        check(
-            rank,
-            "cuDevicePrimaryCtxRetain",
-            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-        )?;
+/// A device's primary context (the one CubeCL uses), retained while this value lives.
+struct PrimaryContext {
+    index: usize,
+    device: sys::CUdevice,
+    ctx: sys::CUcontext,
+}
+
+impl PrimaryContext {
+    fn retain(rank: usize, device: &CudaDevice) -> Result<Self> {
+        let mut dev: sys::CUdevice = 0;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: plain driver calls with valid out-pointers.
+        unsafe {
+            check(
+                rank,
+                "cuDeviceGet",
+                sys::cuDeviceGet(&mut dev, device.index as i32),
+            )?;
+            check(
+                rank,
+                "cuDevicePrimaryCtxRetain",
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+            )?;
+        }
+        Ok(Self {
+            index: device.index,
+            device: dev,
+            ctx,
+        })
     }
-    Ok((dev, ctx))
+
+    /// Make this context current on the calling thread and wait for all its work.
+    fn synchronize(&self, rank: usize) -> Result<()> {
+        // SAFETY: the context is retained while `self` lives.
+        unsafe {
+            check(rank, "cuCtxSetCurrent", sys::cuCtxSetCurrent(self.ctx))?;
+            check(rank, "cuCtxSynchronize", sys::cuCtxSynchronize())
+        }
+    }
+}
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        // SAFETY: releases the reference taken in `retain`; CubeCL holds its own.
+        unsafe {
+            sys::cuDevicePrimaryCtxRelease_v2(self.device);
+        }
+    }
 }
 
 impl CudaPeerCopy {
     /// Enable direct access from `from`'s context to `to`'s memory once, if the hardware allows.
-    fn enable_peer(
-        &self,
-        from: (usize, sys::CUdevice, sys::CUcontext),
-        to: (usize, sys::CUdevice, sys::CUcontext),
-    ) {
-        let key = (from.0, to.0);
+    /// CubeCL allocates from the stream-ordered pool (`cuMemAllocAsync`), whose memory this
+    /// does not open to peers (that takes `cuMemPoolSetAccess`): `cuMemcpyPeer` stays correct
+    /// either way, but the driver may stage it. Which one runs is for a multi-GPU measurement
+    /// to show before pool access is granted.
+    fn enable_peer(&self, from: &PrimaryContext, to: &PrimaryContext) {
+        let key = (from.index, to.index);
         let mut done = self.peers_enabled.lock().unwrap_or_else(|e| e.into_inner());
-        if from.0 == to.0 || !done.insert(key) {
+        if from.index == to.index || !done.insert(key) {
             return;
         }
         let mut can = 0;
-        // SAFETY: valid device handles and contexts obtained above.
+        // SAFETY: valid device handles and retained contexts.
         unsafe {
-            if sys::cuDeviceCanAccessPeer(&mut can, from.1, to.1) == sys::CUresult::CUDA_SUCCESS
+            if sys::cuDeviceCanAccessPeer(&mut can, from.device, to.device)
+                == sys::CUresult::CUDA_SUCCESS
                 && can == 1
             {
-                sys::cuCtxSetCurrent(from.2);
+                sys::cuCtxSetCurrent(from.ctx);
                 // Already-enabled is fine; anything else leaves the driver's staged copy in use.
-                let _ = sys::cuCtxEnablePeerAccess(to.2, 0);
+                let _ = sys::cuCtxEnablePeerAccess(to.ctx, 0);
             }
         }
     }
@@ -94,38 +127,47 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         if bytes == 0 {
             return Ok(dst);
         }
+        // Resolving a handle on this thread's stream queues a wait for the stream that last
+        // wrote it; the syncs below then cover that wait. The resolved resources keep both
+        // allocations out of the memory pool's hands until the copy is done.
+        let src_mem = try_runtime(from.index, || from.client.get_resource(src))?;
+        let dst_mem = try_runtime(to.index, || to.client.get_resource(dst.clone()))?;
         let sync = |rank: &Rank<CudaRuntime>| -> Result<()> {
             try_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))
         };
         sync(from)?;
         sync(to)?;
-        let resource = |rank: &Rank<CudaRuntime>, h: Handle| -> Result<u64> {
-            let r = try_runtime(rank.index, || rank.client.get_resource(h))?;
-            Ok(r.resource().ptr)
-        };
-        let src_ptr = resource(from, src)?;
-        let dst_ptr = resource(to, dst.clone())?;
-        let (src_dev, src_ctx) = primary_context(from.index, &from.device)?;
-        let (dst_dev, dst_ctx) = primary_context(to.index, &to.device)?;
-        self.enable_peer(
-            (from.device.index, src_dev, src_ctx),
-            (to.device.index, dst_dev, dst_ctx),
-        );
-        // SAFETY: both pointers are live device allocations of at least `bytes` bytes, owned by
-        // the handles held above; both clients are idle, so nothing races the copy.
+        let src_ctx = PrimaryContext::retain(from.index, &from.device)?;
+        let dst_ctx = PrimaryContext::retain(to.index, &to.device)?;
+        self.enable_peer(&src_ctx, &dst_ctx);
+        // SAFETY: both pointers are live device allocations of at least `bytes` bytes, held
+        // by the resources above; both clients are idle, so nothing races the copy.
         unsafe {
-            check(from.index, "cuCtxSetCurrent", sys::cuCtxSetCurrent(src_ctx))?;
+            check(
+                from.index,
+                "cuCtxSetCurrent",
+                sys::cuCtxSetCurrent(src_ctx.ctx),
+            )?;
             check(
                 from.index,
                 "cuMemcpyPeer",
-                sys::cuMemcpyPeer(dst_ptr, dst_ctx, src_ptr, src_ctx, bytes),
+                sys::cuMemcpyPeer(
+                    dst_mem.resource().ptr,
+                    dst_ctx.ctx,
+                    src_mem.resource().ptr,
+                    src_ctx.ctx,
+                    bytes,
+                ),
             )?;
-            // A device-to-device copy may return before it completes, on the legacy stream that
-            // CubeCL's non-blocking streams do not wait for: finish it before kernels use `dst`.
-            check(from.index, "cuCtxSynchronize", sys::cuCtxSynchronize())?;
-            sys::cuDevicePrimaryCtxRelease_v2(src_dev);
-            sys::cuDevicePrimaryCtxRelease_v2(dst_dev);
         }
+        // The copy may return before it completes, on the legacy stream that CubeCL's
+        // non-blocking streams do not wait for; where the driver stages it through the host,
+        // its last leg runs in the destination's context. Finish it on both devices.
+        src_ctx.synchronize(from.index)?;
+        if dst_ctx.index != src_ctx.index {
+            dst_ctx.synchronize(to.index)?;
+        }
+        drop((src_mem, dst_mem));
         Ok(dst)
     }
 }

@@ -102,6 +102,16 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
         Arc::new(CudaPeerCopy::default())
     }
 
+    /// No sub-chunks while [`CudaPeerCopy`] is synchronous: each transfer waits for every
+    /// kernel queued on both devices, so sub-chunks would add synchronisations and overlap
+    /// nothing (as on wgpu). The pipelined ring stays available through the config.
+    fn default_config() -> CollectiveConfig {
+        CollectiveConfig {
+            pipeline_depth: 1,
+            ..CollectiveConfig::default()
+        }
+    }
+
     fn check_device(device: &Self::Device) -> std::result::Result<(), String> {
         if let Some(reason) = crate::probe::cuda_unavailable_reason() {
             return Err(reason);

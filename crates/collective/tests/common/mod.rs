@@ -390,3 +390,45 @@ where
         );
     }
 }
+
+/// Each rank's input is uploaded on that rank's own thread (its own CubeCL stream, where the
+/// upload may still be in flight when the thread ends), the all-reduce runs from this thread,
+/// and each rank's result is read on its own thread again: transfers must wait for work other
+/// threads queued on their sources, and results must be complete before other threads read.
+pub fn run_inputs_from_other_threads<H>(h: &H, n: usize, len: usize)
+where
+    H: Harness + Sync,
+    H::G: Sync,
+    <H::G as Collectives>::Buf: Send + Sync,
+{
+    let Some(g) = h.group(n, CollectiveConfig::default()) else {
+        return;
+    };
+    let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
+    let mut bufs: Vec<_> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..n)
+            .map(|r| {
+                let (g, inputs) = (&g, &inputs);
+                s.spawn(move || h.upload(g, r, DType::F32, &inputs[r]))
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    g.all_reduce(&mut bufs, ReduceOp::Sum).expect("all_reduce");
+    let want = reference(ReduceOp::Sum, &inputs);
+    std::thread::scope(|s| {
+        for (r, b) in bufs.iter().enumerate() {
+            let (g, want) = (&g, &want);
+            s.spawn(move || {
+                let got = h.download(g, b);
+                assert_exact(
+                    &format!("all_reduce of inputs uploaded on other threads, rank {r}"),
+                    DType::F32,
+                    ReduceOp::Sum,
+                    &got,
+                    want,
+                )
+            });
+        }
+    });
+}
