@@ -33,40 +33,90 @@ run)
     fi
     for bin in cuda_collectives allreduce firemesh; do
         if [ -f "$OUT/$bin.gz" ]; then
-            gzip -dc "$OUT/$bin.gz" >"$OUT/$bin" && chmod +x "$OUT/$bin"
+            gzip -dc "$OUT/$bin.gz" >"$OUT/$bin.tmp" || { echo "gpu-check: cannot unpack $OUT/$bin.gz" >&2; exit 2; }
+            chmod +x "$OUT/$bin.tmp" && mv "$OUT/$bin.tmp" "$OUT/$bin"
         fi
         [ -x "$OUT/$bin" ] || { echo "gpu-check: run '$0 build' first (missing $OUT/$bin.gz)" >&2; exit 2; }
     done
     # CubeCL compiles every kernel at run time with NVRTC, against the CUDA toolkit's headers:
-    # the driver alone is not enough.
-    cuda_home=${CUDA_PATH:-/usr/local/cuda}
+    # the driver alone is not enough. The toolkit is looked for where CubeCL looks.
+    if [ -n "${CUDA_PATH:-}" ]; then cuda_home=$CUDA_PATH
+    elif [ -d /usr/local/cuda ]; then cuda_home=/usr/local/cuda
+    elif [ -d /opt/cuda ]; then cuda_home=/opt/cuda
+    elif [ -x /usr/bin/nvcc ]; then cuda_home=/usr
+    else cuda_home=/usr/local/cuda
+    fi
     if [ ! -f "$cuda_home/include/cuda_runtime.h" ]; then
         echo "gpu-check: the CUDA toolkit's headers are missing ($cuda_home/include/cuda_runtime.h); install the toolkit or set CUDA_PATH" >&2
         exit 2
     fi
-    if [ -d "$cuda_home/lib64" ]; then
-        export LD_LIBRARY_PATH="$cuda_home/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    for lib in lib64 lib; do
+        if [ -d "$cuda_home/$lib" ]; then
+            export LD_LIBRARY_PATH="$cuda_home/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
+    done
+    nvrtc_found() {
+        ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' && return 0
+        for f in "$cuda_home"/lib64/libnvrtc.so* "$cuda_home"/lib/libnvrtc.so*; do
+            [ -e "$f" ] && return 0
+        done
+        return 1
+    }
+    if ! nvrtc_found; then
+        echo "gpu-check: the CUDA runtime compiler (libnvrtc) is missing; install the CUDA toolkit" >&2
+        exit 2
     fi
     export CUDA_PATH="$cuda_home"
     nvidia-smi -L
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
     mkdir -p benches/results
+    failed=()
+    # Runs one step; a failure or a time-out is reported and the other steps still run.
+    step() {
+        local name=$1 rc=0
+        shift
+        echo "== gpu-check: $name"
+        "$@" || rc=$?
+        if [ "$rc" -ne 0 ]; then
+            echo "gpu-check: step '$name' failed (exit $rc; 124 is a time-out)" >&2
+            failed+=("$name")
+        fi
+    }
     # Collective tests on CUDA: absence of a GPU or of NVRTC is a failure here, not a skip.
-    FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" --test-threads=1
+    step "collective tests" env FIREMESH_REQUIRE_CUDA=1 timeout 200 "$OUT/cuda_collectives" --test-threads=1
     # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
-    for ranks in 1 2; do
-        timeout 75 "$OUT/firemesh" train --mesh cuda --ranks $ranks --steps 10 --log-every 5 \
-            | tee "$OUT/train-$ranks.log"
-    done
-    losses() { grep -o 'loss [0-9.]* -> [0-9.]*' "$OUT/train-$1.log" | awk '{print $2, $4}'; }
-    read -r a1 b1 <<<"$(losses 1)"
-    read -r a2 b2 <<<"$(losses 2)"
-    awk -v a1="$a1" -v b1="$b1" -v a2="$a2" -v b2="$b2" 'BEGIN {
-        d = (a1 - a2) ^ 2 + (b1 - b2) ^ 2
-        if (a1 == "" || a2 == "" || d > 1e-6) { print "gpu-check: 1 and 2 ranks trained differently: " a1 "->" b1 " vs " a2 "->" b2; exit 1 }
-        print "gpu-check: 1 and 2 ranks reach the same losses: " a1 " -> " b1 }'
+    train() { timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --steps 10 --log-every 5 >"$OUT/train-$1.log" 2>&1; local rc=$?; cat "$OUT/train-$1.log"; return $rc; }
+    step "train on 1 rank" train 1
+    step "train on 2 ranks" train 2
+    compare() {
+        local l1 l2
+        l1=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-1.log" | awk '{print $2, $4}')
+        l2=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-2.log" | awk '{print $2, $4}')
+        awk -v l1="$l1" -v l2="$l2" 'BEGIN {
+            split(l1, a, " "); split(l2, b, " ")
+            if (a[2] == "" || b[2] == "") { print "no final loss in a training log"; exit 1 }
+            if (!(a[2] < a[1])) { print "the loss did not fall: " l1; exit 1 }
+            for (i = 1; i <= 2; i++) {
+                d = a[i] - b[i]; if (d < 0) d = -d
+                if (d > 1e-3 * a[i]) { print "1 and 2 ranks trained differently: " l1 " vs " l2; exit 1 }
+            }
+            print "1 and 2 ranks reach the same losses: " l1 " vs " l2 }' || return 1
+        # With 2 GPUs the ranks are on different devices, so the sums must go through our group.
+        if [ "$gpus" -ge 2 ]; then
+            grep -q 'on the devices (CubeCL group)' "$OUT/train-2.log" || { echo "no sums through the CubeCL group"; return 1; }
+        else
+            echo "one GPU: both ranks share it and sum in place; the CubeCL group was not used by training"
+        fi
+    }
+    step "1 vs 2 ranks" compare
     # Bandwidth table (CUDA rows, with burn-collective on NdArray beside it; the table is
     # rewritten after each rank count, so a time limit still leaves the rows measured).
-    timeout 150 "$OUT/allreduce" --no-wgpu --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
+    step "allreduce benchmark" timeout 140 "$OUT/allreduce" --no-wgpu --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
+    if [ ${#failed[@]} -ne 0 ]; then
+        echo "gpu-check: FAILED: ${failed[*]}" >&2
+        exit 1
+    fi
+    echo "gpu-check: all steps passed"
     ;;
 *)
     echo "usage: $0 build|run" >&2

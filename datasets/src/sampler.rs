@@ -73,7 +73,7 @@ impl DistributedSampler {
         if world_size == 0 {
             return Err(DatasetError::invalid("world_size", "must be at least 1"));
         }
-        if global_batch_size == 0 || global_batch_size % world_size > 0 {
+        if global_batch_size == 0 || !global_batch_size.is_multiple_of(world_size) {
             return Err(DatasetError::invalid(
                 "global_batch_size",
                 format!("must be a positive multiple of the world size {world_size}, got {global_batch_size}"),

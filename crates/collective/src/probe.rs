@@ -61,7 +61,8 @@ pub fn cuda_unavailable_reason() -> Option<String> {
     if !headers.as_ref().is_some_and(|h| h.exists()) {
         return Some(
             "the CUDA toolkit's headers (include/cuda_runtime.h) were not found under CUDA_PATH, \
-             /usr/local/cuda or /opt/cuda; CubeCL compiles its kernels against them"
+             /usr/local/cuda, /opt/cuda or /usr (with /usr/bin/nvcc); CubeCL compiles its \
+             kernels against them"
                 .into(),
         );
     }

@@ -78,7 +78,7 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
     println!(
         "firemesh train: tiny ResNet, synthetic CIFAR-like images, {} steps of {} images on {}",
         args.steps,
-        args.batch_for(n),
+        args.batch_for(n)?,
         mesh.describe()
     );
     let report = match &mesh {

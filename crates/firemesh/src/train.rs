@@ -41,10 +41,19 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
-    /// The global batch of a run on `ranks` ranks.
-    pub fn batch_for(&self, ranks: usize) -> usize {
-        self.batch
-            .unwrap_or_else(|| 32usize.div_ceil(ranks) * ranks)
+    /// The global batch of a run on `ranks` ranks, or why the one asked for cannot be split.
+    pub fn batch_for(&self, ranks: usize) -> Result<usize, String> {
+        let ranks = ranks.max(1);
+        let batch = self
+            .batch
+            .unwrap_or_else(|| 32usize.div_ceil(ranks) * ranks);
+        if batch.is_multiple_of(ranks) && batch >= ranks {
+            Ok(batch)
+        } else {
+            Err(format!(
+                "--batch {batch} must be a positive multiple of the {ranks} ranks"
+            ))
+        }
     }
 }
 
@@ -74,12 +83,7 @@ pub fn train_resnet<B: Backend>(
     args: &TrainArgs,
 ) -> Result<TrainReport, String> {
     let ranks = mesh.len();
-    let global_batch = args.batch_for(ranks);
-    if !global_batch.is_multiple_of(ranks) || global_batch < ranks {
-        return Err(format!(
-            "--batch {global_batch} must be a positive multiple of the {ranks} ranks"
-        ));
-    }
+    let global_batch = args.batch_for(ranks)?;
     Ad::<B>::seed(&mesh, args.seed);
     let config = SyntheticImagesConfig {
         shape: [3, args.image_size, args.image_size],

@@ -69,7 +69,7 @@ fn the_default_batch_splits_over_any_rank_count() {
         (7, 35),
         (8, 32),
     ] {
-        assert_eq!(args.batch_for(ranks), want, "{ranks} ranks");
+        assert_eq!(args.batch_for(ranks), Ok(want), "{ranks} ranks");
     }
     let mesh = Mesh::replicate(NdArrayDevice::Cpu, 3).unwrap();
     let report = train_resnet::<NdArray>(mesh, &args).unwrap();

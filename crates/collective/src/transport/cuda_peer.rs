@@ -11,12 +11,13 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 /// Copies between CUDA devices with `cuMemcpyPeer` in the devices' primary contexts (the ones
-/// CubeCL uses). Ordering against CubeCL's streams: both handles are resolved on the calling
-/// thread's stream (which makes it wait for the streams that wrote them, other threads' too),
-/// both clients are synchronized, and the copy is complete on both devices before `copy`
-/// returns, so kernels queued after it see the data. Correct but synchronous: overlap comes
-/// only from the ring running its links on parallel host threads (event-based ordering on
-/// CubeCL's streams is the next step).
+/// CubeCL uses). Ordering against CubeCL's streams, whichever threads queued work on them:
+/// both clients are synchronized, so every command sent to either device before the copy has
+/// been issued to its CUDA streams; both contexts are then synchronized, which waits for all
+/// their streams; the copy runs; and it is complete on both devices before `copy` returns, so
+/// kernels queued after it see the data. Correct but synchronous: overlap comes only from the
+/// ring running its links on parallel host threads (event-based ordering on CubeCL's streams
+/// is the next step).
 #[derive(Default)]
 pub struct CudaPeerCopy {
     peers_enabled: Mutex<HashSet<(usize, usize)>>,
@@ -127,9 +128,8 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         if bytes == 0 {
             return Ok(dst);
         }
-        // Resolving a handle on this thread's stream queues a wait for the stream that last
-        // wrote it; the syncs below then cover that wait. The resolved resources keep both
-        // allocations out of the memory pool's hands until the copy is done.
+        // The resolved resources keep both allocations out of the memory pool's hands until
+        // the copy is done.
         let src_mem = try_runtime(from.index, || from.client.get_resource(src))?;
         let dst_mem = try_runtime(to.index, || to.client.get_resource(dst.clone()))?;
         let sync = |rank: &Rank<CudaRuntime>| -> Result<()> {
@@ -139,6 +139,12 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         sync(to)?;
         let src_ctx = PrimaryContext::retain(from.index, &from.device)?;
         let dst_ctx = PrimaryContext::retain(to.index, &to.device)?;
+        // A client's sync covers the calling thread's stream only; work other threads queued
+        // (a kernel writing the source, an upload) may still run on theirs.
+        src_ctx.synchronize(from.index)?;
+        if dst_ctx.index != src_ctx.index {
+            dst_ctx.synchronize(to.index)?;
+        }
         self.enable_peer(&src_ctx, &dst_ctx);
         // SAFETY: both pointers are live device allocations of at least `bytes` bytes, held
         // by the resources above; both clients are idle, so nothing races the copy.
