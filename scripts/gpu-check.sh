@@ -88,10 +88,12 @@ run)
     train() { timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --steps 10 --log-every 5 >"$OUT/train-$1.log" 2>&1; local rc=$?; cat "$OUT/train-$1.log"; return $rc; }
     step "train on 1 rank" train 1
     step "train on 2 ranks" train 2
+    # "first last" loss of the run on $1 ranks, from its log.
+    losses() { grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-$1.log" | awk '{print $2, $4}'; }
     compare() {
         local l1 l2
-        l1=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-1.log" | awk '{print $2, $4}')
-        l2=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-2.log" | awk '{print $2, $4}')
+        l1=$(losses 1)
+        l2=$(losses 2)
         awk -v l1="$l1" -v l2="$l2" 'BEGIN {
             split(l1, a, " "); split(l2, b, " ")
             if (a[2] == "" || b[2] == "") { print "no final loss in a training log"; exit 1 }

@@ -70,15 +70,10 @@ fn main() {
 
 fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), String> {
     let mesh = DeviceMesh::discover(kind, ranks)?;
-    let n = match &mesh {
-        DeviceMesh::Cuda(d) => d.len(),
-        DeviceMesh::Wgpu(d) => d.len(),
-        DeviceMesh::Cpu { ranks, .. } => *ranks,
-    };
     println!(
         "firemesh train: tiny ResNet, synthetic CIFAR-like images, {} steps of {} images on {}",
         args.steps,
-        args.batch_for(n)?,
+        args.batch_for(mesh.ranks())?,
         mesh.describe()
     );
     let report = match &mesh {

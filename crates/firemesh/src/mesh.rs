@@ -57,6 +57,15 @@ impl DeviceMesh {
         }
     }
 
+    /// Number of ranks.
+    pub fn ranks(&self) -> usize {
+        match self {
+            Self::Cuda(d) => d.len(),
+            Self::Wgpu(d) => d.len(),
+            Self::Cpu { ranks, .. } => *ranks,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Self::Cuda(d) => format!("{} CUDA GPU rank(s)", d.len()),

@@ -123,20 +123,15 @@ pub fn train_resnet<B: Backend>(
             let images = from_shards::<Ad<B>, 4>(&mesh, images, 0).map_err(|e| e.to_string())?;
             let labels =
                 from_shards_int::<Ad<B>, 1>(&mesh, labels, 0).map_err(|e| e.to_string())?;
-            let ((loss, grads), counts) = stats::count(|| {
+            // Forward, backward and the optimizer step (where the gradients are all-reduced).
+            let ((loss, new_model), counts) = stats::count(|| {
                 let loss = loss_fn.forward(model.forward(images), labels);
-                let grads = loss.backward();
-                (loss, grads)
+                let grads = GradientsParams::from_grads(loss.backward(), &model);
+                (loss, optimizer.step(args.lr, model, grads))
             });
-            let grads = GradientsParams::from_grads(grads, &model);
-            let (new_model, step_counts) = stats::count(|| optimizer.step(args.lr, model, grads));
             model = new_model;
-            fallbacks += counts.total_fallbacks() + step_counts.total_fallbacks();
-            for (kind, k) in counts
-                .redistributions
-                .into_iter()
-                .chain(step_counts.redistributions)
-            {
+            fallbacks += counts.total_fallbacks();
+            for (kind, k) in counts.redistributions {
                 if kind.starts_with("collective:") {
                     *collectives.entry(kind).or_default() += k;
                 }

@@ -75,6 +75,16 @@ impl PrimaryContext {
     }
 }
 
+/// Wait for all work on both ranks' devices (once when they share one), given as
+/// (rank, context) pairs.
+fn synchronize_both(a: (usize, &PrimaryContext), b: (usize, &PrimaryContext)) -> Result<()> {
+    a.1.synchronize(a.0)?;
+    if b.1.index != a.1.index {
+        b.1.synchronize(b.0)?;
+    }
+    Ok(())
+}
+
 impl Drop for PrimaryContext {
     fn drop(&mut self) {
         // SAFETY: releases the reference taken in `retain`; CubeCL holds its own.
@@ -141,10 +151,7 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         let dst_ctx = PrimaryContext::retain(to.index, &to.device)?;
         // A client's sync covers the calling thread's stream only; work other threads queued
         // (a kernel writing the source, an upload) may still run on theirs.
-        src_ctx.synchronize(from.index)?;
-        if dst_ctx.index != src_ctx.index {
-            dst_ctx.synchronize(to.index)?;
-        }
+        synchronize_both((from.index, &src_ctx), (to.index, &dst_ctx))?;
         self.enable_peer(&src_ctx, &dst_ctx);
         // SAFETY: both pointers are live device allocations of at least `bytes` bytes, held
         // by the resources above; both clients are idle, so nothing races the copy.
@@ -169,10 +176,7 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         // The copy may return before it completes, on the legacy stream that CubeCL's
         // non-blocking streams do not wait for; where the driver stages it through the host,
         // its last leg runs in the destination's context. Finish it on both devices.
-        src_ctx.synchronize(from.index)?;
-        if dst_ctx.index != src_ctx.index {
-            dst_ctx.synchronize(to.index)?;
-        }
+        synchronize_both((from.index, &src_ctx), (to.index, &dst_ctx))?;
         drop((src_mem, dst_mem));
         Ok(dst)
     }

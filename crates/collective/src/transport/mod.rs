@@ -113,10 +113,7 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
     }
 
     fn check_device(device: &Self::Device) -> std::result::Result<(), String> {
-        if let Some(reason) = crate::probe::cuda_unavailable_reason() {
-            return Err(reason);
-        }
-        let count = crate::probe::cuda_device_count();
+        let count = crate::probe::usable_cuda_devices()?.len();
         if device.index >= count {
             return Err(format!(
                 "CUDA device {} does not exist ({count} present)",
