@@ -14,8 +14,9 @@ OUT=target/gpu-check
 case "${1:-}" in
 build)
     mkdir -p "$OUT"
-    test_bin=$(cargo test --release -p firemesh-collective --test cuda_collectives --no-run --message-format=json 2>/dev/null \
-        | grep -o '"executable":"[^"]*cuda_collectives[^"]*"' | tail -1 | cut -d'"' -f4)
+    # The collective test suite (one binary); `run` selects its CUDA tests.
+    test_bin=$(cargo test --release -p firemesh-collective --test collective --no-run --message-format=json 2>/dev/null \
+        | grep -o '"executable":"[^"]*/collective-[^"]*"' | tail -1 | cut -d'"' -f4)
     cp "$test_bin" "$OUT/cuda_collectives"
     cargo build --release -p firemesh-benches --features burn-collective --bin allreduce
     cp target/release/allreduce "$OUT/allreduce"
@@ -83,7 +84,7 @@ run)
         fi
     }
     # Collective tests on CUDA: absence of a GPU or of NVRTC is a failure here, not a skip.
-    step "collective tests" env FIREMESH_REQUIRE_CUDA=1 timeout 200 "$OUT/cuda_collectives" --test-threads=1
+    step "collective tests" env FIREMESH_REQUIRE_CUDA=1 timeout 200 "$OUT/cuda_collectives" cuda:: --test-threads=1
     # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
     train() { timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --steps 10 --log-every 5 >"$OUT/train-$1.log" 2>&1; local rc=$?; cat "$OUT/train-$1.log"; return $rc; }
     step "train on 1 rank" train 1

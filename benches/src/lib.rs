@@ -89,6 +89,58 @@ impl Row {
     }
 }
 
+/// The median of `samples` (sorted in place).
+pub fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// One setup of a training-step benchmark, timed side by side with the others in one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    pub setup: String,
+    pub median_step_ms: f64,
+    pub images_per_s: f64,
+    /// Step time over the first setup's (plain NdArray).
+    pub vs_ndarray: f64,
+    /// Step time over the second setup's (Sharded with one rank).
+    pub vs_sharded_n1: f64,
+    pub final_loss: f32,
+}
+
+/// The rows of a step benchmark from each setup's name, median step time (s) and last loss,
+/// with their Markdown table lines (the header is the caller's).
+pub fn step_rows(
+    setups: &[String],
+    medians: &[f64],
+    losses: &[f32],
+    batch: usize,
+) -> (Vec<StepRow>, String) {
+    let mut md = String::from(
+        "| setup | median step ms | images/s | vs NdArray | vs Sharded N=1 | final loss |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    let rows: Vec<StepRow> = setups
+        .iter()
+        .enumerate()
+        .map(|(i, setup)| StepRow {
+            setup: setup.clone(),
+            median_step_ms: medians[i] * 1e3,
+            images_per_s: batch as f64 / medians[i],
+            vs_ndarray: medians[i] / medians[0],
+            vs_sharded_n1: medians[i] / medians[1],
+            final_loss: losses[i],
+        })
+        .collect();
+    for r in &rows {
+        md += &format!(
+            "| {} | {:.1} | {:.1} | {:.3}× | {:.3}× | {:.4} |\n",
+            r.setup, r.median_step_ms, r.images_per_s, r.vs_ndarray, r.vs_sharded_n1, r.final_loss
+        );
+    }
+    (rows, md)
+}
+
 /// Write `json` and `markdown` to `dir/name.{json,md}`, creating `dir`.
 pub fn write_results(
     dir: &str,

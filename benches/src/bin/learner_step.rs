@@ -22,8 +22,8 @@ use burn::train::{
 };
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, MeshBackend, Sharded};
+use firemesh_benches::{median, step_rows};
 use firemesh_resnet::{ResNet, ResNetConfig};
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -137,12 +137,13 @@ fn loader<B: Backend, Bt: Batcher<B, usize, Images<B>> + 'static>(
         .build(InMemDataset::new((0..samples).collect()))
 }
 
+/// Trains one epoch; returns its wall time and the loss of the trained model on the first batch.
+type Epoch = Box<dyn Fn(&Args) -> (f64, f32)>;
+
 /// One setup: how it is named and how it trains one epoch from fresh weights.
 struct Setup {
     name: &'static str,
-    /// Trains one epoch; returns its wall time and the loss of the trained model on the first
-    /// batch.
-    epoch: Box<dyn Fn(&Args) -> (f64, f32)>,
+    epoch: Epoch,
 }
 
 /// One epoch through burn-train: `batch` images per loader batch, `strategy` deciding where
@@ -192,7 +193,7 @@ where
 type Ad = Autodiff<Ref>;
 type ShardedAd = Autodiff<Sharded<Ref>>;
 
-fn sharded(ranks: usize) -> Box<dyn Fn(&Args) -> (f64, f32)> {
+fn sharded(ranks: usize) -> Epoch {
     Box::new(move |args: &Args| {
         let mesh = Mesh1::replicate(CPU, ranks).expect("mesh");
         mesh.set_parallel(ranks > 1);
@@ -229,16 +230,6 @@ fn setups() -> Vec<Setup> {
     ]
 }
 
-#[derive(Serialize)]
-struct Row {
-    setup: String,
-    median_step_ms: f64,
-    images_per_s: f64,
-    vs_ndarray: f64,
-    vs_sharded_n1: f64,
-    loss_after_epoch: f32,
-}
-
 fn main() {
     let args = Args::parse();
     let setups = setups();
@@ -254,21 +245,13 @@ fn main() {
             losses[i] = loss;
         }
     }
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|v| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        })
-        .collect();
+    let medians: Vec<f64> = times.iter_mut().map(|v| median(v)).collect();
     let mut md = format!(
         "# Training step through burn-train's Learner, tiny ResNet, {} images of 3×{}×{} per \
          step, SGD (CPU, {} cores)\n\n\
          Each setup trains one epoch of {} steps from the same weights; setups take turns epoch \
          by epoch; medians of {} epochs after one warm-up epoch each. Step time = epoch wall \
-         time (with one validation batch) / steps.\n\n\
-         | setup | median step ms | images/s | vs NdArray | vs Sharded N=1 | loss after epoch |\n\
-         |---|---|---|---|---|---|\n",
+         time (with one validation batch) / steps; the loss is the last epoch's.\n\n",
         args.batch,
         args.size,
         args.size,
@@ -276,27 +259,9 @@ fn main() {
         args.steps,
         args.rounds
     );
-    let mut rows = Vec::new();
-    for (i, s) in setups.iter().enumerate() {
-        let row = Row {
-            setup: s.name.into(),
-            median_step_ms: medians[i] * 1e3,
-            images_per_s: args.batch as f64 / medians[i],
-            vs_ndarray: medians[i] / medians[0],
-            vs_sharded_n1: medians[i] / medians[1],
-            loss_after_epoch: losses[i],
-        };
-        md += &format!(
-            "| {} | {:.1} | {:.1} | {:.3}× | {:.3}× | {:.4} |\n",
-            row.setup,
-            row.median_step_ms,
-            row.images_per_s,
-            row.vs_ndarray,
-            row.vs_sharded_n1,
-            row.loss_after_epoch
-        );
-        rows.push(row);
-    }
+    let names: Vec<String> = setups.iter().map(|s| s.name.to_string()).collect();
+    let (rows, table) = step_rows(&names, &medians, &losses, args.batch);
+    md += &table;
     md += "\nRatios are step-time ratios (lower is faster). Sharded runs split each batch of \
            the one-device run over the ranks, so they learn the same weights (same loss). \
            MultiDevice gives each device its own half batch and sums the two gradients, a \

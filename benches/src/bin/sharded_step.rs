@@ -12,8 +12,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
+use firemesh_benches::{median, step_rows};
 use firemesh_resnet::{ResNet, ResNetConfig};
-use serde::Serialize;
 use std::time::Instant;
 
 #[derive(Parser)]
@@ -35,29 +35,27 @@ struct Args {
 type Ref = NdArray<f32>;
 const CLASSES: usize = 10;
 
+/// A batch of images and labels, placed on a setup's device (kept, or sharded over a mesh).
+type Batch<B> = (Tensor<B, 4>, Tensor<B, 1, Int>);
+
 /// One training setup: a model, its optimizer and how its batch is placed.
 trait Setup {
     fn name(&self) -> String;
-    fn ranks(&self) -> usize;
     /// One SGD step; returns the loss (read back, so the step's work is done).
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32;
 }
 
 struct Run<B: AutodiffBackend, O> {
     name: String,
-    ranks: usize,
     device: B::Device,
     model: Option<ResNet<B>>,
     optim: O,
-    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
+    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> Batch<B>,
 }
 
 impl<B: AutodiffBackend, O: Optimizer<ResNet<B>, B>> Setup for Run<B, O> {
     fn name(&self) -> String {
         self.name.clone()
-    }
-    fn ranks(&self) -> usize {
-        self.ranks
     }
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32 {
         let model = self.model.take().expect("model");
@@ -79,9 +77,8 @@ use burn::tensor::ElementConversion;
 
 fn run<B: AutodiffBackend>(
     name: String,
-    ranks: usize,
     device: B::Device,
-    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
+    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> Batch<B>,
 ) -> Box<dyn Setup>
 where
     ResNet<B>: AutodiffModule<B>,
@@ -95,7 +92,6 @@ where
     let optim = SgdConfig::new().init::<B, ResNet<B>>();
     Box::new(Run {
         name,
-        ranks,
         device,
         model: Some(model),
         optim,
@@ -113,10 +109,7 @@ fn keep<B: AutodiffBackend>(
 fn split(
     x: Tensor<Autodiff<Sharded<Ref>>, 4>,
     y: Tensor<Autodiff<Sharded<Ref>>, 1, Int>,
-) -> (
-    Tensor<Autodiff<Sharded<Ref>>, 4>,
-    Tensor<Autodiff<Sharded<Ref>>, 1, Int>,
-) {
+) -> Batch<Autodiff<Sharded<Ref>>> {
     (
         shard(x, 0).expect("batch ≥ ranks"),
         shard_int(y, 0).expect("batch ≥ ranks"),
@@ -131,7 +124,7 @@ fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
         "Sharded<NdArray> N={ranks}{}",
         if parallel { " (thread pool)" } else { "" }
     );
-    let setup = run::<Autodiff<Sharded<Ref>>>(name, ranks, mesh.clone(), split);
+    let setup = run::<Autodiff<Sharded<Ref>>>(name, mesh.clone(), split);
     Box::new(Mode {
         mesh,
         parallel,
@@ -150,30 +143,16 @@ impl Setup for Mode {
     fn name(&self) -> String {
         self.inner.name()
     }
-    fn ranks(&self) -> usize {
-        self.inner.ranks()
-    }
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32 {
         self.mesh.set_parallel(self.parallel);
         self.inner.step(images, labels)
     }
 }
 
-#[derive(Serialize)]
-struct Row {
-    setup: String,
-    ranks: usize,
-    median_ms: f64,
-    images_per_s: f64,
-    vs_ndarray: f64,
-    vs_sharded_n1: f64,
-    final_loss: f32,
-}
-
 fn main() {
     let args = Args::parse();
     let mut setups: Vec<Box<dyn Setup>> = vec![
-        run::<Autodiff<Ref>>("NdArray".into(), 1, NdArrayDevice::Cpu, keep),
+        run::<Autodiff<Ref>>("NdArray".into(), NdArrayDevice::Cpu, keep),
         sharded(1, false),
         sharded(2, false),
         sharded(2, true),
@@ -199,43 +178,20 @@ fn main() {
             }
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let medians: Vec<f64> = times.iter_mut().map(median).collect();
+    let medians: Vec<f64> = times.iter_mut().map(|v| median(v)).collect();
     let mut md = format!(
         "# Training step, tiny ResNet, batch {} of 3×{}×{}, SGD (CPU, {} cores)\n\n\
-         Setups take turns step by step in one run; medians of {} steps after 2 warm-up steps.\n\n\
-         | setup | median ms | images/s | vs NdArray | vs Sharded N=1 | loss after run |\n|---|---|---|---|---|---|\n",
+         Setups take turns step by step in one run; medians of {} steps after 2 warm-up steps; \
+         the loss is the last step's.\n\n",
         args.batch,
         args.size,
         args.size,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         args.steps
     );
-    let mut rows = Vec::new();
-    for (i, s) in setups.iter().enumerate() {
-        let row = Row {
-            setup: s.name(),
-            ranks: s.ranks(),
-            median_ms: medians[i] * 1e3,
-            images_per_s: args.batch as f64 / medians[i],
-            vs_ndarray: medians[i] / medians[0],
-            vs_sharded_n1: medians[i] / medians[1],
-            final_loss: losses[i],
-        };
-        md += &format!(
-            "| {} | {:.1} | {:.1} | {:.3}× | {:.3}× | {:.4} |\n",
-            row.setup,
-            row.median_ms,
-            row.images_per_s,
-            row.vs_ndarray,
-            row.vs_sharded_n1,
-            row.final_loss
-        );
-        rows.push(row);
-    }
+    let names: Vec<String> = setups.iter().map(|s| s.name()).collect();
+    let (rows, table) = step_rows(&names, &medians, &losses, args.batch);
+    md += &table;
     md +=
         "\nRatios are step-time ratios (lower is faster). The same training through burn-train's \
            Learner, with its MultiDevice strategy as the peer, is in learner_step.md.\n";

@@ -1,17 +1,17 @@
 //! The user-facing API on Burn tensors: put a batch on the mesh, query and change placements,
 //! bring a value back to one device. Works for `Sharded<B>` and `Autodiff<Sharded<B>>`.
 
-use crate::kind::{Float, Int};
+use crate::data;
+use crate::kind::{FloatKind, IntKind};
 use crate::mesh::Mesh;
 use crate::placement::{even_split, Placement};
 use crate::redistribute::{to_placement, to_shard};
-use crate::rules;
 use crate::tensor::ShardedTensor;
 use crate::Sharded;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::Autodiff;
 use burn_backend::{AutodiffBackend, Backend, BackendTypes, TensorMetadata, TensorPrimitive};
-use burn_tensor::{Int as IntKind, Tensor};
+use burn_tensor::{Int, Tensor};
 
 /// Why a sharded tensor could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -47,28 +47,29 @@ pub trait MeshBackend: Backend<Device = Mesh<<Self::Inner as BackendTypes>::Devi
     /// The sharded value of a float tensor (not tracked by autodiff).
     fn float_sharded(
         t: burn_backend::tensor::FloatTensor<Self>,
-    ) -> ShardedTensor<Self::Inner, Float>;
+    ) -> ShardedTensor<Self::Inner, FloatKind>;
     fn float_from_sharded(
-        t: ShardedTensor<Self::Inner, Float>,
+        t: ShardedTensor<Self::Inner, FloatKind>,
     ) -> burn_backend::tensor::FloatTensor<Self>;
-    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>) -> ShardedTensor<Self::Inner, Int>;
+    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>)
+        -> ShardedTensor<Self::Inner, IntKind>;
     fn int_from_sharded(
-        t: ShardedTensor<Self::Inner, Int>,
+        t: ShardedTensor<Self::Inner, IntKind>,
     ) -> burn_backend::tensor::IntTensor<Self>;
 }
 
 impl<B: Backend> MeshBackend for Sharded<B> {
     type Inner = B;
-    fn float_sharded(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
+    fn float_sharded(t: ShardedTensor<B, FloatKind>) -> ShardedTensor<B, FloatKind> {
         t
     }
-    fn float_from_sharded(t: ShardedTensor<B, Float>) -> ShardedTensor<B, Float> {
+    fn float_from_sharded(t: ShardedTensor<B, FloatKind>) -> ShardedTensor<B, FloatKind> {
         t
     }
-    fn int_sharded(t: ShardedTensor<B, Int>) -> ShardedTensor<B, Int> {
+    fn int_sharded(t: ShardedTensor<B, IntKind>) -> ShardedTensor<B, IntKind> {
         t
     }
-    fn int_from_sharded(t: ShardedTensor<B, Int>) -> ShardedTensor<B, Int> {
+    fn int_from_sharded(t: ShardedTensor<B, IntKind>) -> ShardedTensor<B, IntKind> {
         t
     }
 }
@@ -77,26 +78,30 @@ impl<B: Backend> MeshBackend for Sharded<B> {
 /// (batches, targets), not on tensors that need gradients.
 impl<B: Backend, C: CheckpointStrategy> MeshBackend for Autodiff<Sharded<B>, C> {
     type Inner = B;
-    fn float_sharded(t: burn_backend::tensor::FloatTensor<Self>) -> ShardedTensor<B, Float> {
+    fn float_sharded(t: burn_backend::tensor::FloatTensor<Self>) -> ShardedTensor<B, FloatKind> {
         Self::inner(t)
     }
-    fn float_from_sharded(t: ShardedTensor<B, Float>) -> burn_backend::tensor::FloatTensor<Self> {
+    fn float_from_sharded(
+        t: ShardedTensor<B, FloatKind>,
+    ) -> burn_backend::tensor::FloatTensor<Self> {
         Self::from_inner(t)
     }
-    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>) -> ShardedTensor<B, Int> {
+    fn int_sharded(t: burn_backend::tensor::IntTensor<Self>) -> ShardedTensor<B, IntKind> {
         Self::int_inner(t)
     }
-    fn int_from_sharded(t: ShardedTensor<B, Int>) -> burn_backend::tensor::IntTensor<Self> {
+    fn int_from_sharded(t: ShardedTensor<B, IntKind>) -> burn_backend::tensor::IntTensor<Self> {
         Self::int_from_inner(t)
     }
 }
 
-fn float_of<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> ShardedTensor<Bk::Inner, Float> {
+fn float_of<Bk: MeshBackend, const D: usize>(
+    t: Tensor<Bk, D>,
+) -> ShardedTensor<Bk::Inner, FloatKind> {
     Bk::float_sharded(t.into_primitive().tensor())
 }
 
 fn float_tensor<Bk: MeshBackend, const D: usize>(
-    t: ShardedTensor<Bk::Inner, Float>,
+    t: ShardedTensor<Bk::Inner, FloatKind>,
 ) -> Tensor<Bk, D> {
     Tensor::from_primitive(TensorPrimitive::Float(Bk::float_from_sharded(t)))
 }
@@ -125,9 +130,9 @@ pub fn shard<Bk: MeshBackend, const D: usize>(
 
 /// [`shard`] for int tensors (class targets, token ids).
 pub fn shard_int<Bk: MeshBackend, const D: usize>(
-    t: Tensor<Bk, D, IntKind>,
+    t: Tensor<Bk, D, Int>,
     dim: usize,
-) -> Result<Tensor<Bk, D, IntKind>, ShardError> {
+) -> Result<Tensor<Bk, D, Int>, ShardError> {
     let s = Bk::int_sharded(t.into_primitive());
     check_rows(&s.shape(), dim, s.mesh.len())?;
     Ok(Tensor::from_primitive(Bk::int_from_sharded(to_shard(
@@ -142,16 +147,7 @@ pub fn from_shards<Bk: MeshBackend, const D: usize>(
     shards: Vec<Tensor<Bk::Inner, D>>,
     dim: usize,
 ) -> Result<Tensor<Bk, D>, ShardError> {
-    let parts: Vec<_> = shards
-        .into_iter()
-        .map(|t| t.into_primitive().tensor())
-        .collect();
-    check_parts::<Bk::Inner, Float>(mesh, &parts, Some(dim))?;
-    Ok(float_tensor(ShardedTensor::new(
-        parts,
-        Placement::Shard(dim),
-        mesh.clone(),
-    )))
+    from_parts(mesh, shards, Placement::Shard(dim))
 }
 
 /// A tensor from one part per rank with any placement: for `Partial`, the parts are addends of
@@ -169,7 +165,7 @@ pub fn from_parts<Bk: MeshBackend, const D: usize>(
         Placement::Shard(d) => Some(d),
         _ => None,
     };
-    check_parts::<Bk::Inner, Float>(mesh, &parts, free_dim)?;
+    check_parts::<Bk::Inner, FloatKind>(mesh, &parts, free_dim)?;
     Ok(float_tensor(ShardedTensor::new(
         parts,
         placement,
@@ -180,18 +176,18 @@ pub fn from_parts<Bk: MeshBackend, const D: usize>(
 /// [`from_shards`] for int tensors.
 pub fn from_shards_int<Bk: MeshBackend, const D: usize>(
     mesh: &Mesh<<Bk::Inner as BackendTypes>::Device>,
-    shards: Vec<Tensor<Bk::Inner, D, IntKind>>,
+    shards: Vec<Tensor<Bk::Inner, D, Int>>,
     dim: usize,
-) -> Result<Tensor<Bk, D, IntKind>, ShardError> {
+) -> Result<Tensor<Bk, D, Int>, ShardError> {
     let parts: Vec<_> = shards.into_iter().map(|t| t.into_primitive()).collect();
-    check_parts::<Bk::Inner, Int>(mesh, &parts, Some(dim))?;
+    check_parts::<Bk::Inner, IntKind>(mesh, &parts, Some(dim))?;
     let t = ShardedTensor::new(parts, Placement::Shard(dim), mesh.clone());
     Ok(Tensor::from_primitive(Bk::int_from_sharded(t)))
 }
 
 /// One part per rank, each on its rank's device, with one shape except along `free_dim` (the
 /// sharded dim; `None`: the same shape everywhere).
-fn check_parts<B: Backend, K: crate::Kind<B>>(
+fn check_parts<B: Backend, K: crate::kind::Kind<B>>(
     mesh: &Mesh<B::Device>,
     parts: &[K::P],
     free_dim: Option<usize>,
@@ -243,7 +239,7 @@ pub fn placement<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D>) -> Placemen
 }
 
 /// The placement of an int tensor.
-pub fn placement_int<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D, IntKind>) -> Placement {
+pub fn placement_int<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D, Int>) -> Placement {
     Bk::int_sharded(t.clone().into_primitive()).placement()
 }
 
@@ -270,7 +266,7 @@ pub fn to_inner<Bk: MeshBackend, const D: usize>(
     t: Tensor<Bk, D>,
     device: &<Bk::Inner as BackendTypes>::Device,
 ) -> Tensor<Bk::Inner, D> {
-    let data = rules::into_data::<Bk::Inner, Float>(float_of(t));
+    let data = data::into_data::<Bk::Inner, FloatKind>(float_of(t));
     Tensor::from_data(data, device)
 }
 

@@ -1,10 +1,11 @@
 //! `Sharded<B>`: the backend type and its `Backend` impl. The ops live in `ops/`, one file per
 //! trait; the placement rules they use live in `rules/`.
 
-use crate::kind::{Bool, Float, Int, Quantized};
+use crate::kind::{BoolKind, FloatKind, IntKind, QuantizedKind};
 use crate::mesh::{mesh_count, Mesh, MeshError, MESH_TYPE_ID};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, ExecutionError};
+use firemesh_collective::panic_message;
 use std::marker::PhantomData;
 
 /// A Burn backend whose device is a [`Mesh`] of inner devices and whose tensors hold one inner
@@ -33,13 +34,13 @@ impl<B: Backend> core::fmt::Debug for Sharded<B> {
 
 impl<B: Backend> BackendTypes for Sharded<B> {
     type Device = Mesh<B::Device>;
-    type FloatTensorPrimitive = ShardedTensor<B, Float>;
+    type FloatTensorPrimitive = ShardedTensor<B, FloatKind>;
     type FloatElem = B::FloatElem;
-    type IntTensorPrimitive = ShardedTensor<B, Int>;
+    type IntTensorPrimitive = ShardedTensor<B, IntKind>;
     type IntElem = B::IntElem;
-    type BoolTensorPrimitive = ShardedTensor<B, Bool>;
+    type BoolTensorPrimitive = ShardedTensor<B, BoolKind>;
     type BoolElem = B::BoolElem;
-    type QuantizedTensorPrimitive = ShardedTensor<B, Quantized>;
+    type QuantizedTensorPrimitive = ShardedTensor<B, QuantizedKind>;
 }
 
 impl<B: Backend> Backend for Sharded<B> {
@@ -54,6 +55,24 @@ impl<B: Backend> Backend for Sharded<B> {
             B::seed(device, seed);
         }
         mesh.seed_streams(seed);
+    }
+
+    fn ad_enabled(mesh: &Self::Device) -> bool {
+        B::ad_enabled(mesh.device(0))
+    }
+
+    /// The inner backend's persistent allocation mode where every rank shares one device;
+    /// across devices `func` runs once, in the default mode (the inner calls cannot be nested
+    /// for a `func` that is only `Send`).
+    fn memory_persistent_allocations<O: Send, I: Send, F: Fn(I) -> O + Send>(
+        mesh: &Self::Device,
+        input: I,
+        func: F,
+    ) -> O {
+        match unique(mesh)[..] {
+            [device] => B::memory_persistent_allocations(device, input, func),
+            _ => func(input),
+        }
     }
 
     fn sync(mesh: &Self::Device) -> Result<(), ExecutionError> {
@@ -104,7 +123,7 @@ impl<B: Backend> Sharded<B> {
             if mesh.devices()[..rank].contains(device) {
                 continue;
             }
-            probe::<B>(device).map_err(|reason| MeshError::DeviceMissing {
+            try_device::<B>(device).map_err(|reason| MeshError::DeviceMissing {
                 rank,
                 device: format!("{device:?}"),
                 reason,
@@ -117,7 +136,7 @@ impl<B: Backend> Sharded<B> {
 /// Uploads one element, adds one to it on the device and reads it back, turning a panic into
 /// its message. A backend whose kernels cannot be compiled may only log the failure and leave
 /// the output unwritten, so the value itself is checked.
-fn probe<B: Backend>(device: &B::Device) -> Result<(), String> {
+fn try_device<B: Backend>(device: &B::Device) -> Result<(), String> {
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let data = burn_backend::TensorData::from([1.0f32]);
         let t = B::float_add_scalar(B::float_from_data(data, device), 1.0f32.into());
@@ -133,14 +152,10 @@ fn probe<B: Backend>(device: &B::Device) -> Result<(), String> {
         },
         Ok(Some(Err(e))) => Err(e.to_string()),
         Ok(None) => Err("the device cannot be read synchronously".into()),
-        Err(payload) => {
-            let message = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(format!("running a one-element kernel panicked: {message}"))
-        }
+        Err(payload) => Err(format!(
+            "running a one-element kernel panicked: {}",
+            panic_message(payload.as_ref())
+        )),
     }
 }
 

@@ -1,11 +1,10 @@
 //! The four kinds of tensor primitive (float, int, bool, quantized) behind one interface, so
-//! placement rules and redistribution are written once for all of them.
+//! that the executor, redistribution and the sum/gather route are written once for all of them.
 
-use crate::mesh::Mesh;
-use crate::mesh_collectives;
-use burn_backend::{Backend, Scalar, Shape, Slice, TensorData, TensorMetadata};
+use burn_backend::{Backend, Shape, Slice, TensorData, TensorMetadata};
 
-/// The inner backend's operations that moving a tensor between placements needs.
+/// The inner backend's operations on one kind of tensor primitive that moving a tensor between
+/// placements needs.
 pub trait Kind<B: Backend>: Send + Sync + 'static {
     /// The inner primitive of this kind.
     type P: TensorMetadata + 'static;
@@ -15,30 +14,13 @@ pub trait Kind<B: Backend>: Send + Sync + 'static {
     fn device(p: &Self::P) -> B::Device;
     fn slice(p: Self::P, slices: &[Slice]) -> Self::P;
     fn cat(ps: Vec<Self::P>, dim: usize) -> Self::P;
-    fn reshape(p: Self::P, shape: Shape) -> Self::P;
     fn from_data(data: TensorData, device: &B::Device) -> Self::P;
     fn into_data(p: Self::P) -> TensorData;
-    /// Element-wise sum; only float and int tensors can be `Partial`.
+    /// Element-wise sum. Only float and int tensors are ever `Partial`.
     fn add(a: Self::P, b: Self::P) -> Self::P;
-    /// Zeros with `p`'s shape, dtype and device.
-    fn zeros_like(p: &Self::P) -> Self::P;
-    fn mul_scalar(p: Self::P, s: Scalar) -> Self::P;
-
-    /// Partial→Replicated: the sum of the ranks' addends, on every rank.
-    fn sum_over_ranks(parts: Vec<Self::P>, mesh: &Mesh<B::Device>) -> Vec<Self::P>
-    where
-        Self: Sized,
-    {
-        sum_in_rank_order::<B, Self>(parts, mesh.devices())
-    }
-
-    /// Shard→Replicated: the blocks concatenated along `dim`, on every rank.
-    fn gather_over_ranks(parts: Vec<Self::P>, dim: usize, mesh: &Mesh<B::Device>) -> Vec<Self::P>
-    where
-        Self: Sized,
-    {
-        cat_on_every_rank::<B, Self>(parts, dim, mesh.devices())
-    }
+    /// Zeros of `shape` with `like`'s dtype on `device`: the addend of a rank with no rows, or an
+    /// empty block (a dim of `shape` is 0).
+    fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P;
 
     /// `p` on `device`: free when it is there already, through host memory otherwise (Burn 0.21
     /// cannot copy between two wgpu devices).
@@ -51,10 +33,14 @@ pub trait Kind<B: Backend>: Send + Sync + 'static {
     }
 }
 
-pub struct Float;
-pub struct Int;
-pub struct Bool;
-pub struct Quantized;
+/// Float tensors.
+pub struct FloatKind;
+/// Int tensors.
+pub struct IntKind;
+/// Bool tensors.
+pub struct BoolKind;
+/// Quantized tensors.
+pub struct QuantizedKind;
 
 fn read(
     data: impl core::future::Future<Output = Result<TensorData, burn_backend::ExecutionError>>,
@@ -66,11 +52,11 @@ fn read(
     }
 }
 
-fn not_partial(kind: &str) -> ! {
+fn never_partial(kind: &str) -> ! {
     unreachable!("{kind} tensors are never Partial")
 }
 
-impl<B: Backend> Kind<B> for Float {
+impl<B: Backend> Kind<B> for FloatKind {
     type P = B::FloatTensorPrimitive;
     const NAME: &'static str = "float";
     fn device(p: &Self::P) -> B::Device {
@@ -82,9 +68,6 @@ impl<B: Backend> Kind<B> for Float {
     fn cat(ps: Vec<Self::P>, dim: usize) -> Self::P {
         B::float_cat(ps, dim)
     }
-    fn reshape(p: Self::P, shape: Shape) -> Self::P {
-        B::float_reshape(p, shape)
-    }
     fn from_data(data: TensorData, device: &B::Device) -> Self::P {
         B::float_from_data(data, device)
     }
@@ -94,29 +77,12 @@ impl<B: Backend> Kind<B> for Float {
     fn add(a: Self::P, b: Self::P) -> Self::P {
         B::float_add(a, b)
     }
-    fn zeros_like(p: &Self::P) -> Self::P {
-        B::float_zeros(p.shape(), &B::float_device(p), p.dtype().into())
-    }
-    fn mul_scalar(p: Self::P, s: Scalar) -> Self::P {
-        B::float_mul_scalar(p, s)
-    }
-    /// Ranks on one device sum in place; ranks on several devices all-reduce through
-    /// firemesh-collective.
-    fn sum_over_ranks(parts: Vec<Self::P>, mesh: &Mesh<B::Device>) -> Vec<Self::P> {
-        if mesh.single_device() {
-            return sum_in_rank_order::<B, Self>(parts, mesh.devices());
-        }
-        mesh_collectives::sum_float::<B>(parts, mesh)
-    }
-    fn gather_over_ranks(parts: Vec<Self::P>, dim: usize, mesh: &Mesh<B::Device>) -> Vec<Self::P> {
-        if mesh.single_device() {
-            return cat_on_every_rank::<B, Self>(parts, dim, mesh.devices());
-        }
-        mesh_collectives::gather_float::<B>(parts, dim, mesh)
+    fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P {
+        B::float_zeros(shape, device, like.dtype().into())
     }
 }
 
-impl<B: Backend> Kind<B> for Int {
+impl<B: Backend> Kind<B> for IntKind {
     type P = B::IntTensorPrimitive;
     const NAME: &'static str = "int";
     fn device(p: &Self::P) -> B::Device {
@@ -128,9 +94,6 @@ impl<B: Backend> Kind<B> for Int {
     fn cat(ps: Vec<Self::P>, dim: usize) -> Self::P {
         B::int_cat(ps, dim)
     }
-    fn reshape(p: Self::P, shape: Shape) -> Self::P {
-        B::int_reshape(p, shape)
-    }
     fn from_data(data: TensorData, device: &B::Device) -> Self::P {
         B::int_from_data(data, device)
     }
@@ -140,15 +103,12 @@ impl<B: Backend> Kind<B> for Int {
     fn add(a: Self::P, b: Self::P) -> Self::P {
         B::int_add(a, b)
     }
-    fn zeros_like(p: &Self::P) -> Self::P {
-        B::int_zeros(p.shape(), &B::int_device(p), p.dtype().into())
-    }
-    fn mul_scalar(p: Self::P, s: Scalar) -> Self::P {
-        B::int_mul_scalar(p, s)
+    fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P {
+        B::int_zeros(shape, device, like.dtype().into())
     }
 }
 
-impl<B: Backend> Kind<B> for Bool {
+impl<B: Backend> Kind<B> for BoolKind {
     type P = B::BoolTensorPrimitive;
     const NAME: &'static str = "bool";
     fn device(p: &Self::P) -> B::Device {
@@ -160,9 +120,6 @@ impl<B: Backend> Kind<B> for Bool {
     fn cat(ps: Vec<Self::P>, dim: usize) -> Self::P {
         B::bool_cat(ps, dim)
     }
-    fn reshape(p: Self::P, shape: Shape) -> Self::P {
-        B::bool_reshape(p, shape)
-    }
     fn from_data(data: TensorData, device: &B::Device) -> Self::P {
         B::bool_from_data(data, device)
     }
@@ -170,17 +127,14 @@ impl<B: Backend> Kind<B> for Bool {
         read(B::bool_into_data(p))
     }
     fn add(_: Self::P, _: Self::P) -> Self::P {
-        not_partial("bool")
+        never_partial("bool")
     }
-    fn zeros_like(p: &Self::P) -> Self::P {
-        B::bool_zeros(p.shape(), &B::bool_device(p), p.dtype().into())
-    }
-    fn mul_scalar(_: Self::P, _: Scalar) -> Self::P {
-        not_partial("bool")
+    fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P {
+        B::bool_zeros(shape, device, like.dtype().into())
     }
 }
 
-impl<B: Backend> Kind<B> for Quantized {
+impl<B: Backend> Kind<B> for QuantizedKind {
     type P = B::QuantizedTensorPrimitive;
     const NAME: &'static str = "quantized";
     fn device(p: &Self::P) -> B::Device {
@@ -192,9 +146,6 @@ impl<B: Backend> Kind<B> for Quantized {
     fn cat(ps: Vec<Self::P>, dim: usize) -> Self::P {
         B::q_cat(ps, dim)
     }
-    fn reshape(p: Self::P, shape: Shape) -> Self::P {
-        B::q_reshape(p, shape)
-    }
     fn from_data(data: TensorData, device: &B::Device) -> Self::P {
         B::q_from_data(data, device)
     }
@@ -202,49 +153,24 @@ impl<B: Backend> Kind<B> for Quantized {
         read(B::q_into_data(p))
     }
     fn add(_: Self::P, _: Self::P) -> Self::P {
-        not_partial("quantized")
+        never_partial("quantized")
     }
-    fn zeros_like(_: &Self::P) -> Self::P {
-        not_partial("quantized")
+    /// Quantized tensors are never `Partial`, so only empty blocks are asked for: `like`
+    /// sliced to nothing along its first empty dim.
+    fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P {
+        let dim = shape
+            .iter()
+            .position(|s| *s == 0)
+            .unwrap_or_else(|| never_partial("quantized"));
+        let slices: Vec<Slice> = (0..shape.num_dims())
+            .map(|d| {
+                if d == dim {
+                    Slice::new(0, Some(0), 1)
+                } else {
+                    Slice::full()
+                }
+            })
+            .collect();
+        <Self as Kind<B>>::move_to(B::q_slice(like.clone(), &slices), device)
     }
-    fn mul_scalar(_: Self::P, _: Scalar) -> Self::P {
-        not_partial("quantized")
-    }
-}
-
-/// The sum of one addend per rank, on every rank's device, summed in rank order so that every
-/// rank holds the same bits.
-pub(crate) fn sum_in_rank_order<B: Backend, K: Kind<B>>(
-    parts: Vec<K::P>,
-    devices: &[B::Device],
-) -> Vec<K::P> {
-    let sum = sum_on::<B, K>(parts, &devices[0]);
-    devices.iter().map(|d| K::move_to(sum.clone(), d)).collect()
-}
-
-/// The sum of the parts, in rank order, on `home`.
-pub(crate) fn sum_on<B: Backend, K: Kind<B>>(parts: Vec<K::P>, home: &B::Device) -> K::P {
-    let mut it = parts.into_iter();
-    let first = K::move_to(it.next().expect("a mesh has at least one rank"), home);
-    it.fold(first, |acc, p| K::add(acc, K::move_to(p, home)))
-}
-
-/// Every rank's copy of the blocks concatenated along `dim`, moved through host memory where
-/// ranks are on different devices.
-pub(crate) fn cat_on_every_rank<B: Backend, K: Kind<B>>(
-    parts: Vec<K::P>,
-    dim: usize,
-    devices: &[B::Device],
-) -> Vec<K::P> {
-    if devices.iter().all(|d| *d == devices[0]) {
-        let whole = K::cat(parts, dim);
-        return vec![whole; devices.len()];
-    }
-    devices
-        .iter()
-        .map(|dev| {
-            let local = parts.iter().map(|p| K::move_to(p.clone(), dev)).collect();
-            K::cat(local, dim)
-        })
-        .collect()
 }

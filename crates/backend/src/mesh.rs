@@ -3,7 +3,7 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
-use crate::mesh_collectives::MeshCollectives;
+use crate::route::MeshCollectives;
 use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;

@@ -7,27 +7,23 @@ use std::ops::Range;
 pub enum Placement {
     /// Every rank holds the whole tensor.
     Replicated,
-    /// Rank r holds the r-th block along this dim; block sizes may differ.
+    /// Rank r holds the r-th block along this dim; block sizes may differ, and a block may be
+    /// empty.
     Shard(usize),
     /// Every rank holds an addend; the value is the sum over ranks.
     Partial,
 }
 
-/// Sizes of `len` rows split over `ranks` ranks as evenly as possible, larger blocks first.
-pub fn even_split(len: usize, ranks: usize) -> Vec<usize> {
-    (0..ranks)
-        .map(|r| len / ranks + usize::from(r < len % ranks))
+/// Sizes of `len` rows split over `ranks` ranks as evenly as possible, larger blocks first (the
+/// split reduce-scatter uses too).
+pub(crate) fn even_split(len: usize, ranks: usize) -> Vec<usize> {
+    firemesh_collective::shard_ranges(len, ranks)
+        .into_iter()
+        .map(|r| r.len())
         .collect()
 }
 
 /// The row range of every block, from the block sizes.
-pub fn ranges(sizes: &[usize]) -> Vec<Range<usize>> {
-    let mut start = 0;
-    sizes
-        .iter()
-        .map(|s| {
-            start += s;
-            start - s..start
-        })
-        .collect()
+pub(crate) fn block_ranges(sizes: &[usize]) -> Vec<Range<usize>> {
+    firemesh_collective::ranges_from_lens(sizes)
 }

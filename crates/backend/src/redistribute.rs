@@ -1,35 +1,52 @@
-//! Changing a tensor's placement: Partial→Replicated is an all-reduce, Shard→Replicated an
-//! all-gather, Replicated→Shard a local slice; everything else goes through Replicated.
+//! Changing a tensor's placement: Partial→Replicated is a sum across the ranks, Shard→Replicated
+//! a gather (both through [`crate::route`]), Replicated→Shard a local slice; everything else goes
+//! through Replicated.
 
 use crate::kind::Kind;
-use crate::placement::{even_split, ranges, Placement};
-use crate::stats;
+use crate::placement::{block_ranges, even_split, Placement};
+use crate::route::{self, To};
+use crate::rules::Want;
+use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, Slice, TensorMetadata};
 
 type T<B, K> = ShardedTensor<B, K>;
 
-/// The same value, held whole by every rank.
-pub fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
-    match t.placement() {
-        Placement::Replicated => t,
-        Placement::Shard(d) => {
-            stats::redistribution("Shard->Replicated");
-            let (parts, _, mesh) = t.into_split();
-            let parts = K::gather_over_ranks(parts, d, &mesh);
-            T::new(parts, Placement::Replicated, mesh)
-        }
-        Placement::Partial => {
-            stats::redistribution("Partial->Replicated");
-            let (parts, _, mesh) = t.into_split();
-            let parts = K::sum_over_ranks(parts, &mesh);
-            T::new(parts, Placement::Replicated, mesh)
-        }
+/// `t` as a rule wants it. A pending random draw is drawn here: as blocks when the rule wants
+/// it sharded with given block sizes, whole otherwise.
+pub(crate) fn apply_want<B: Backend, K: Kind<B>>(t: T<B, K>, want: &Want) -> T<B, K> {
+    let blocks = match want {
+        Want::Shard(d, Some(sizes)) => Some((*d, &sizes[..])),
+        _ => None,
+    };
+    let t = t.drawn(blocks);
+    match want {
+        Want::Keep => t,
+        Want::Replicated => to_replicated(t),
+        Want::Shard(d, sizes) => to_shard(t, *d, sizes.as_deref()),
+        Want::Partial => to_partial(t),
     }
 }
 
+/// The same value, held whole by every rank.
+pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
+    let (parts, placement, mesh) = t.into_split();
+    let parts = match placement {
+        Placement::Replicated => parts,
+        Placement::Shard(d) => {
+            stats::redistribution(Redistribution::ShardToReplicated);
+            route::gather::<B, K>(parts, d, &mesh, To::EveryRank)
+        }
+        Placement::Partial => {
+            stats::redistribution(Redistribution::PartialToReplicated);
+            route::sum::<B, K>(parts, &mesh, To::EveryRank)
+        }
+    };
+    T::new(parts, Placement::Replicated, mesh)
+}
+
 /// The same value split along `dim` into blocks of `sizes` (an even split when `None`).
-pub fn to_shard<B: Backend, K: Kind<B>>(
+pub(crate) fn to_shard<B: Backend, K: Kind<B>>(
     t: T<B, K>,
     dim: usize,
     sizes: Option<&[usize]>,
@@ -39,11 +56,12 @@ pub fn to_shard<B: Backend, K: Kind<B>>(
     {
         return t;
     }
-    let t = to_replicated(t);
-    stats::redistribution("Replicated->Shard");
-    let len = t.parts()[0].shape()[dim];
-    let sizes = sizes.map_or_else(|| even_split(len, t.mesh.len()), <[usize]>::to_vec);
-    let (parts, _, mesh) = t.into_split();
+    let (parts, _, mesh) = to_replicated(t).into_split();
+    stats::redistribution(Redistribution::ReplicatedToShard);
+    let sizes = sizes.map_or_else(
+        || even_split(parts[0].shape()[dim], mesh.len()),
+        <[usize]>::to_vec,
+    );
     T::new(
         slice_blocks::<B, K>(parts, dim, &sizes),
         Placement::Shard(dim),
@@ -51,8 +69,29 @@ pub fn to_shard<B: Backend, K: Kind<B>>(
     )
 }
 
+/// A `Partial` tensor with the same value: rank 0 keeps its copy, the other ranks hold zeros.
+pub(crate) fn to_partial<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
+    if t.placement() == Placement::Partial {
+        return t;
+    }
+    let (parts, _, mesh) = to_replicated(t).into_split();
+    stats::redistribution(Redistribution::ReplicatedToPartial);
+    let parts = parts
+        .into_iter()
+        .enumerate()
+        .map(|(r, p)| {
+            if r == 0 {
+                p
+            } else {
+                K::zeros(&p, p.shape(), &K::device(&p))
+            }
+        })
+        .collect();
+    T::new(parts, Placement::Partial, mesh)
+}
+
 /// `t` with placement `p` (an even split for a new `Shard`).
-pub fn to_placement<B: Backend, K: Kind<B>>(t: T<B, K>, p: Placement) -> T<B, K> {
+pub(crate) fn to_placement<B: Backend, K: Kind<B>>(t: T<B, K>, p: Placement) -> T<B, K> {
     match p {
         Placement::Replicated => to_replicated(t),
         Placement::Shard(d) => to_shard(t, d, None),
@@ -60,31 +99,15 @@ pub fn to_placement<B: Backend, K: Kind<B>>(t: T<B, K>, p: Placement) -> T<B, K>
     }
 }
 
-/// A Partial tensor with the same value: rank 0 keeps its copy, the other ranks hold zeros.
-pub fn to_partial<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
-    if t.placement() == Placement::Partial {
-        return t;
-    }
-    let t = to_replicated(t);
-    stats::redistribution("Replicated->Partial");
-    let (parts, _, mesh) = t.into_split();
-    let parts = parts
-        .into_iter()
-        .enumerate()
-        .map(|(r, p)| if r == 0 { p } else { K::zeros_like(&p) })
-        .collect();
-    T::new(parts, Placement::Partial, mesh)
-}
-
 /// Rank r's block `r` of each whole tensor in `parts` (one per rank).
-pub(crate) fn slice_blocks<B: Backend, K: Kind<B>>(
+fn slice_blocks<B: Backend, K: Kind<B>>(
     parts: Vec<K::P>,
     dim: usize,
     sizes: &[usize],
 ) -> Vec<K::P> {
     parts
         .into_iter()
-        .zip(ranges(sizes))
+        .zip(block_ranges(sizes))
         .map(|(p, range)| {
             let shape = p.shape();
             if range.len() == shape[dim] {

@@ -1,21 +1,36 @@
 //! Counts of the work placement rules could not avoid: ops that fell back to running replicated,
-//! and redistributions between placements. Every event is also a `tracing` event
-//! (target `firemesh::fallback` / `firemesh::redistribute`), so a profile shows missing rules.
+//! redistributions between placements, and the routes their sums and gathers took. Every event
+//! is also a `tracing` event (targets `firemesh::fallback`, `firemesh::redistribute`,
+//! `firemesh::route`), so a profile shows missing rules.
 
+pub use crate::route::Route;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// What was counted, by op name and by redistribution.
+/// A change of placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Redistribution {
+    /// An all-gather.
+    ShardToReplicated,
+    /// An all-reduce.
+    PartialToReplicated,
+    /// A local slice.
+    ReplicatedToShard,
+    /// Rank 0 keeps the value, the others hold zeros.
+    ReplicatedToPartial,
+}
+
+/// What was counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Ops with no placement rule for their inputs: inputs were made `Replicated` and the op ran
-    /// on every rank.
+    /// Ops with no placement rule for their inputs, by op name: inputs were made `Replicated`
+    /// and the op ran on every rank.
     pub fallbacks: BTreeMap<&'static str, u64>,
-    /// Placement changes, keyed "from->to" ("Partial->Replicated" is an all-reduce), and the
-    /// collectives that moved data between devices ("collective: mesh group" or
-    /// "collective: portable group").
-    pub redistributions: BTreeMap<&'static str, u64>,
+    /// Placement changes.
+    pub redistributions: BTreeMap<Redistribution, u64>,
+    /// Sums and gathers of parts across ranks, by the route they took.
+    pub routes: BTreeMap<Route, u64>,
 }
 
 impl Counts {
@@ -25,6 +40,24 @@ impl Counts {
 
     pub fn total_redistributions(&self) -> u64 {
         self.redistributions.values().sum()
+    }
+
+    /// Sums and gathers that took `route`.
+    pub fn route(&self, route: Route) -> u64 {
+        self.routes.get(&route).copied().unwrap_or(0)
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Counts) {
+        for (k, v) in &other.fallbacks {
+            *self.fallbacks.entry(k).or_default() += v;
+        }
+        for (k, v) in &other.redistributions {
+            *self.redistributions.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.routes {
+            *self.routes.entry(*k).or_default() += v;
+        }
     }
 }
 
@@ -47,9 +80,14 @@ pub(crate) fn fallback(op: &'static str) {
     record(|c| *c.fallbacks.entry(op).or_default() += 1);
 }
 
-pub(crate) fn redistribution(kind: &'static str) {
-    tracing::trace!(target: "firemesh::redistribute", kind);
+pub(crate) fn redistribution(kind: Redistribution) {
+    tracing::trace!(target: "firemesh::redistribute", ?kind);
     record(|c| *c.redistributions.entry(kind).or_default() += 1);
+}
+
+pub(crate) fn route(route: Route) {
+    tracing::trace!(target: "firemesh::route", ?route);
+    record(|c| *c.routes.entry(route).or_default() += 1);
 }
 
 /// Everything counted in this process so far.

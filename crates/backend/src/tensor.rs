@@ -1,43 +1,30 @@
-//! The tensor of `Sharded<B>`: one inner tensor per rank and a placement, or a random draw whose
-//! placement is decided by the first op that uses it (see [`crate::rules::random`]).
+//! The tensor of `Sharded<B>`: one inner tensor per rank and a placement, or a random draw that
+//! no op has used yet (see [`crate::draw`]). Reading a tensor never changes it: pending draws
+//! are taken in one place, [`ShardedTensor::drawn`], which the executor calls.
 
+use crate::draw::Pending;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
-use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// One inner tensor per rank of `mesh`, laid out as its placement says. `K` is the tensor kind
 /// (float, int, bool, quantized).
 pub struct ShardedTensor<B: Backend, K: Kind<B>> {
-    layout: Layout<B, K>,
+    state: State<B, K>,
     pub(crate) mesh: Mesh<B::Device>,
-    kind: PhantomData<K>,
 }
 
-enum Layout<B: Backend, K: Kind<B>> {
+enum State<B: Backend, K: Kind<B>> {
     Ready {
         parts: Vec<K::P>,
         placement: Placement,
     },
-    /// Not drawn yet. Clones share the draw, so every use sees the same values.
-    Pending(Arc<PendingDraw<B, K>>),
-}
-
-/// Draws the parts of a pending tensor: `whole` as a `Replicated` value, or the blocks of
-/// `Shard(dim)` with the given sizes.
-pub(crate) trait Draw<B: Backend, K: Kind<B>>: Send + Sync {
-    fn whole(&self, mesh: &Mesh<B::Device>) -> Vec<K::P>;
-    fn blocks(&self, mesh: &Mesh<B::Device>, dim: usize, sizes: &[usize]) -> Vec<K::P>;
-}
-
-pub(crate) struct PendingDraw<B: Backend, K: Kind<B>> {
-    shape: Shape,
-    dtype: DType,
-    draw: Box<dyn Draw<B, K>>,
-    drawn: OnceLock<(Vec<K::P>, Placement)>,
+    /// Not drawn yet, or drawn through a clone. Clones share the draw, so every use sees the
+    /// same values.
+    Pending(Arc<Pending<B, K>>),
 }
 
 impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
@@ -46,113 +33,104 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     pub(crate) fn new(parts: Vec<K::P>, placement: Placement, mesh: Mesh<B::Device>) -> Self {
         debug_assert_eq!(parts.len(), mesh.len(), "one part per rank");
         Self {
-            layout: Layout::Ready { parts, placement },
+            state: State::Ready { parts, placement },
             mesh,
-            kind: PhantomData,
         }
     }
 
-    /// A tensor drawn when first used.
-    pub(crate) fn pending(
-        shape: Shape,
-        dtype: DType,
-        draw: Box<dyn Draw<B, K>>,
-        mesh: Mesh<B::Device>,
-    ) -> Self {
-        let pending = PendingDraw {
-            shape,
-            dtype,
-            draw,
-            drawn: OnceLock::new(),
-        };
+    /// A tensor drawn when an op first uses it.
+    pub(crate) fn pending(pending: Pending<B, K>, mesh: Mesh<B::Device>) -> Self {
         Self {
-            layout: Layout::Pending(Arc::new(pending)),
+            state: State::Pending(Arc::new(pending)),
             mesh,
-            kind: PhantomData,
         }
     }
 
-    /// The parts and placement, drawing a pending tensor whole if no op has drawn it yet.
-    fn ready(&self) -> (&[K::P], Placement) {
-        match &self.layout {
-            Layout::Ready { parts, placement } => (parts, *placement),
-            Layout::Pending(p) => {
-                let (parts, placement) = p
-                    .drawn
-                    .get_or_init(|| (p.draw.whole(&self.mesh), Placement::Replicated));
-                (parts, *placement)
-            }
-        }
+    /// The tensor with its parts drawn: as the blocks of `Shard(dim)` with the given sizes when
+    /// `blocks` says so (and the shape fits), whole (`Replicated`) otherwise. Tensors already
+    /// drawn are returned as they are. The only place where a pending draw is taken.
+    pub(crate) fn drawn(self, blocks: Option<(usize, &[usize])>) -> Self {
+        let State::Pending(pending) = self.state else {
+            return self;
+        };
+        let (parts, placement) = pending.take(&self.mesh, blocks);
+        Self::new(parts.to_vec(), *placement, self.mesh)
     }
 
-    /// For a tensor not drawn yet: draws it as the blocks of `Shard(dim)` with these sizes, one
-    /// block per rank. Other tensors are left as they are.
-    pub(crate) fn draw_as_shard(&self, dim: usize, sizes: &[usize]) {
-        if let Layout::Pending(p) = &self.layout {
-            if p.shape.get(dim).copied() == Some(sizes.iter().sum()) {
-                p.drawn
-                    .get_or_init(|| (p.draw.blocks(&self.mesh, dim, sizes), Placement::Shard(dim)));
-            }
-        }
+    /// Whether this is a random draw that no op has taken yet.
+    pub(crate) fn is_undrawn(&self) -> bool {
+        matches!(&self.state, State::Pending(p) if p.taken().is_none())
     }
 
-    /// The placement once drawn; `None` for a tensor no op has drawn yet.
-    pub(crate) fn settled_placement(&self) -> Option<Placement> {
-        match &self.layout {
-            Layout::Ready { placement, .. } => Some(*placement),
-            Layout::Pending(p) => p.drawn.get().map(|(_, placement)| *placement),
-        }
-    }
-
+    /// The placement. A draw no op has taken yet is `Replicated`: it is drawn whole unless an op
+    /// asks for its blocks first.
     pub fn placement(&self) -> Placement {
-        self.ready().1
+        match &self.state {
+            State::Ready { placement, .. } => *placement,
+            State::Pending(p) => p
+                .taken()
+                .map_or(Placement::Replicated, |(_, placement)| *placement),
+        }
     }
 
     pub fn mesh(&self) -> &Mesh<B::Device> {
         &self.mesh
     }
 
-    pub fn parts(&self) -> &[K::P] {
-        self.ready().0
-    }
-
-    pub fn into_parts(self) -> Vec<K::P> {
-        self.into_split().0
-    }
-
-    /// The parts, the placement and the mesh, taken apart.
-    pub(crate) fn into_split(self) -> (Vec<K::P>, Placement, Mesh<B::Device>) {
-        match self.layout {
-            Layout::Ready { parts, placement } => (parts, placement, self.mesh),
-            Layout::Pending(_) => {
-                let (parts, placement) = self.ready();
-                (parts.to_vec(), placement, self.mesh)
-            }
+    /// The parts, one per rank. Only for drawn tensors: callers take pending draws first
+    /// ([`ShardedTensor::drawn`]).
+    pub(crate) fn parts(&self) -> &[K::P] {
+        match &self.state {
+            State::Ready { parts, .. } => parts,
+            State::Pending(p) => p
+                .taken()
+                .map(|(parts, _)| &parts[..])
+                .expect("firemesh: internal error: a random draw was read before it was drawn"),
         }
+    }
+
+    /// The parts, the placement and the mesh, taken apart (the tensor is drawn first).
+    pub(crate) fn into_split(self) -> (Vec<K::P>, Placement, Mesh<B::Device>) {
+        let Self { state, mesh } = self.drawn(None);
+        match state {
+            State::Ready { parts, placement } => (parts, placement, mesh),
+            State::Pending(_) => unreachable!("drawn tensors are ready"),
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> Vec<K::P> {
+        self.into_split().0
     }
 
     /// The sizes of the blocks along the sharded dim (`None` unless `Shard`).
     pub fn shard_sizes(&self) -> Option<Vec<usize>> {
-        match self.ready() {
-            (parts, Placement::Shard(d)) => Some(parts.iter().map(|p| p.shape()[d]).collect()),
+        match self.placement() {
+            Placement::Shard(d) => Some(self.parts().iter().map(|p| p.shape()[d]).collect()),
             _ => None,
+        }
+    }
+
+    /// The first rank's part, or `None` for a draw no op has taken yet.
+    pub(crate) fn first_part(&self) -> Option<&K::P> {
+        match &self.state {
+            State::Ready { parts, .. } => parts.first(),
+            State::Pending(p) => p.taken().and_then(|(parts, _)| parts.first()),
         }
     }
 }
 
 impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
     fn clone(&self) -> Self {
-        let layout = match &self.layout {
-            Layout::Ready { parts, placement } => Layout::Ready {
+        let state = match &self.state {
+            State::Ready { parts, placement } => State::Ready {
                 parts: parts.clone(),
                 placement: *placement,
             },
-            Layout::Pending(p) => Layout::Pending(p.clone()),
+            State::Pending(p) => State::Pending(p.clone()),
         };
         Self {
-            layout,
+            state,
             mesh: self.mesh.clone(),
-            kind: PhantomData,
         }
     }
 }
@@ -161,7 +139,8 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("ShardedTensor")
             .field("shape", &self.shape())
-            .field("placement", &self.settled_placement())
+            .field("placement", &self.placement())
+            .field("undrawn", &self.is_undrawn())
             .field("mesh", &self.mesh)
             .finish()
     }
@@ -169,23 +148,24 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
 
 impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     fn dtype(&self) -> DType {
-        match &self.layout {
-            Layout::Ready { parts, .. } => parts[0].dtype(),
-            Layout::Pending(p) => p.dtype,
+        match &self.state {
+            State::Ready { parts, .. } => parts[0].dtype(),
+            State::Pending(p) => p.dtype(),
         }
     }
 
     /// The global shape: a `Shard(d)` tensor's dim `d` is the sum of its blocks.
     fn shape(&self) -> Shape {
-        let (parts, placement) = match &self.layout {
-            Layout::Ready { parts, placement } => (parts, *placement),
-            Layout::Pending(p) => return p.shape.clone(),
-        };
-        let mut shape = parts[0].shape();
-        if let Placement::Shard(d) = placement {
-            shape[d] = parts.iter().map(|p| p.shape()[d]).sum();
+        match &self.state {
+            State::Pending(p) => p.shape().clone(),
+            State::Ready { parts, placement } => {
+                let mut shape = parts[0].shape();
+                if let Placement::Shard(d) = *placement {
+                    shape[d] = parts.iter().map(|p| p.shape()[d]).sum();
+                }
+                shape
+            }
         }
-        shape
     }
 
     fn rank(&self) -> usize {
@@ -193,6 +173,7 @@ impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     }
 }
 
+/// Quantized tensors are never random draws, so their first part is always there.
 impl<B: Backend, K: Kind<B>> QTensorPrimitive for ShardedTensor<B, K>
 where
     K::P: QTensorPrimitive,

@@ -1,32 +1,19 @@
 //! Burn tensors of a CubeCL backend (`burn-wgpu`, `burn-cuda`) in collectives: the tensors'
 //! device memory is reduced by the kernels directly, with no trip through the host.
 
-use crate::fabric::{device::DeviceFabric, Fabric};
+use crate::fabric::Fabric;
 use crate::{CollectiveError, CollectiveRuntime, DType, DeviceBuffer, Group, Result, TensorBridge};
 use burn_cubecl::{
     kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement,
 };
 use burn_tensor::{backend::DeviceOps, Shape, Tensor, TensorPrimitive};
-use cubecl::stream_id::StreamId;
 
-fn collective_dtype(rank: usize, d: burn_tensor::DType) -> Result<DType> {
-    match d {
-        burn_tensor::DType::F32 | burn_tensor::DType::Flex32 => Ok(DType::F32),
-        burn_tensor::DType::F16 => Ok(DType::F16),
-        burn_tensor::DType::BF16 => Ok(DType::BF16),
-        other => Err(CollectiveError::RankFailed {
-            rank,
-            reason: format!("collectives reduce f32/f16/bf16 tensors; got {other:?}"),
-        }),
-    }
-}
-
-fn burn_dtype(d: DType) -> burn_tensor::DType {
-    match d {
-        DType::F32 => burn_tensor::DType::F32,
-        DType::F16 => burn_tensor::DType::F16,
-        DType::BF16 => burn_tensor::DType::BF16,
-    }
+/// The collective dtype of rank `rank`'s tensor, or why the kernels cannot reduce it.
+fn collective_dtype(rank: usize, dtype: burn_tensor::DType) -> Result<DType> {
+    DType::from_burn(dtype).ok_or_else(|| CollectiveError::RankFailed {
+        rank,
+        reason: format!("collectives reduce f32/f16/bf16 tensors; got {dtype:?}"),
+    })
 }
 
 impl<R, F, I, BT> TensorBridge<CubeBackend<R, F, I, BT>> for Group<R>
@@ -56,18 +43,9 @@ where
         if exclusive {
             return Ok(buf);
         }
-        let rank_of_buf = self
-            .ranks()
-            .iter()
-            .position(|r| &r.device == buf.device())
-            .unwrap_or(rank);
-        let fabric = DeviceFabric {
-            ranks: self.ranks(),
-            transport: self.transport(),
-            dtype,
-            stream: StreamId::current(),
-        };
-        fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)
+        let rank_of_buf = self.rank_on(buf.device()).unwrap_or(rank);
+        self.fabric(dtype)
+            .send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)
     }
 
     fn tensor_from_buf(
@@ -81,7 +59,7 @@ where
             buf.device().clone(),
             Shape::new([buf.len()]),
             buf.handle().clone(),
-            burn_dtype(buf.dtype()),
+            buf.dtype().to_burn(),
         );
         Tensor::from_primitive(TensorPrimitive::Float(out))
     }

@@ -33,6 +33,26 @@ impl DType {
         StorageType::Scalar(self.elem_type())
     }
 
+    /// The collective dtype of a Burn dtype: `None` for types no collective buffer holds (f64
+    /// among them: the kernels reduce f32, f16 and bf16 only).
+    pub fn from_burn(dtype: burn_tensor::DType) -> Option<DType> {
+        match dtype {
+            burn_tensor::DType::F32 | burn_tensor::DType::Flex32 => Some(DType::F32),
+            burn_tensor::DType::F16 => Some(DType::F16),
+            burn_tensor::DType::BF16 => Some(DType::BF16),
+            _ => None,
+        }
+    }
+
+    /// The Burn dtype of tensors holding this dtype's elements.
+    pub fn to_burn(self) -> burn_tensor::DType {
+        match self {
+            DType::F32 => burn_tensor::DType::F32,
+            DType::F16 => burn_tensor::DType::F16,
+            DType::BF16 => burn_tensor::DType::BF16,
+        }
+    }
+
     /// Encode host values (given as f64) into this dtype's bytes, rounding to nearest.
     pub fn encode(self, values: &[f64]) -> Vec<u8> {
         let mut out = Vec::with_capacity(values.len() * self.size());

@@ -70,22 +70,38 @@ pub enum CollectiveError {
     Runtime { rank: usize, reason: String },
 }
 
+/// Why the devices of a runtime cannot be used on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    #[error("the CUDA driver library (libcuda) is not installed")]
+    NoCudaDriver,
+    #[error("the CUDA driver failed to start ({0})")]
+    CudaDriverFailed(String),
+    #[error("the CUDA driver could not count its GPUs ({0})")]
+    CudaCountFailed(String),
+    #[error("the CUDA driver found no GPU")]
+    NoGpu,
+    #[error(
+        "the CUDA runtime compiler (libnvrtc, part of the CUDA toolkit) is not installed; \
+         CubeCL compiles its kernels with it"
+    )]
+    NoNvrtc,
+    #[error(
+        "the CUDA toolkit's headers (include/cuda_runtime.h) were not found under CUDA_PATH, \
+         /usr/local/cuda, /opt/cuda or /usr (with /usr/bin/nvcc); CubeCL compiles its kernels \
+         against them"
+    )]
+    NoCudaHeaders,
+    #[error("CUDA device {index} does not exist ({present} present)")]
+    NoSuchCudaDevice { index: usize, present: usize },
+    #[error("no wgpu adapter (is a Vulkan driver installed?): {0}")]
+    NoWgpuAdapter(String),
+    #[error("the wgpu adapter refused another device: {0}")]
+    WgpuDeviceRefused(String),
+}
+
 /// Result of a collective.
 pub type Result<T> = std::result::Result<T, CollectiveError>;
-
-/// A group lists each device once (`new_shared` constructors opt out on purpose).
-pub(crate) fn ensure_distinct<D: PartialEq + std::fmt::Debug>(devices: &[D]) -> Result<()> {
-    for (i, a) in devices.iter().enumerate() {
-        if let Some(j) = devices[..i].iter().position(|b| b == a) {
-            return Err(CollectiveError::DuplicateRank {
-                first: j,
-                second: i,
-                device: format!("{a:?}"),
-            });
-        }
-    }
-    Ok(())
-}
 
 /// Run `f`, turning a panic inside the runtime (CubeCL reports many device
 /// failures by panicking on its server thread) into an error for `rank`.
@@ -109,7 +125,8 @@ pub(crate) fn try_runtime<T, E: std::fmt::Debug>(
     })
 }
 
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+/// The text of a panic payload (a `&str` or `String` message).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -1,5 +1,6 @@
 //! A group of ranks on CubeCL devices and the collectives it runs.
 
+use crate::checks::{self, BufferMeta, BufferRules};
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
 use crate::transport::{CollectiveRuntime, Rank, Transport};
 use crate::{
@@ -22,15 +23,13 @@ pub struct Group<R: CollectiveRuntime> {
 impl<R: CollectiveRuntime> Group<R> {
     /// A group with one rank per device; a device may appear only once.
     pub fn new(devices: Vec<R::Device>) -> Result<Self> {
-        crate::error::ensure_distinct(&devices)?;
+        checks::ensure_distinct(&devices)?;
         Self::new_shared(devices)
     }
 
     /// A group in which several ranks may share one device (N logical ranks on one GPU).
     pub fn new_shared(devices: Vec<R::Device>) -> Result<Self> {
-        if devices.is_empty() {
-            return Err(CollectiveError::EmptyGroup);
-        }
+        checks::ensure_nonempty(&devices)?;
         let ranks = devices
             .into_iter()
             .enumerate()
@@ -38,7 +37,7 @@ impl<R: CollectiveRuntime> Group<R> {
                 R::check_device(&device).map_err(|reason| CollectiveError::DeviceUnavailable {
                     rank: index,
                     device: format!("{device:?}"),
-                    reason,
+                    reason: reason.to_string(),
                 })?;
                 let client = catch_runtime(index, || R::client(&device)).map_err(|e| {
                     CollectiveError::DeviceUnavailable {
@@ -83,10 +82,6 @@ impl<R: CollectiveRuntime> Group<R> {
 
     pub fn ranks(&self) -> &[Rank<R>] {
         &self.ranks
-    }
-
-    pub(crate) fn transport(&self) -> &dyn Transport<R> {
-        self.transport.as_ref()
     }
 
     /// Whether rank `rank`'s device can hold and reduce `dtype`.
@@ -135,10 +130,13 @@ impl<R: CollectiveRuntime> Group<R> {
         Ok(())
     }
 
+    /// The first rank whose device is `device`.
+    pub(crate) fn rank_on(&self, device: &R::Device) -> Option<usize> {
+        self.ranks.iter().position(|r| &r.device == device)
+    }
+
     fn rank_of(&self, buf: &DeviceBuffer<R>) -> Result<usize> {
-        self.ranks
-            .iter()
-            .position(|r| &r.device == buf.device())
+        self.rank_on(buf.device())
             .ok_or_else(|| CollectiveError::DeviceUnavailable {
                 rank: usize::MAX,
                 device: format!("{:?}", buf.device()),
@@ -165,49 +163,26 @@ impl<R: CollectiveRuntime> Group<R> {
         }
     }
 
-    /// Check one buffer per rank, each on its rank's device, one dtype; returns the dtype.
+    /// Check one buffer per rank, each on its rank's device, of one dtype the devices support
+    /// and at most 2^32 - 1 elements (the kernels' offsets are u32); returns the dtype.
     fn check_buffers(&self, bufs: &[DeviceBuffer<R>], same_len: bool) -> Result<DType> {
-        if bufs.len() != self.ranks.len() {
-            return Err(CollectiveError::WrongRankCount {
-                expected: self.ranks.len(),
-                got: bufs.len(),
-            });
-        }
-        let (dtype, len) = (bufs[0].dtype, bufs[0].len);
-        for (r, buf) in bufs.iter().enumerate() {
-            if buf.device() != &self.ranks[r].device {
-                return Err(CollectiveError::DeviceUnavailable {
-                    rank: r,
-                    device: format!("{:?}", buf.device()),
-                    reason: format!("rank {r}'s buffer must live on {:?}", self.ranks[r].device),
-                });
-            }
-            if buf.dtype != dtype {
-                return Err(CollectiveError::DTypeMismatch {
-                    rank: r,
-                    expected: dtype,
-                    got: buf.dtype,
-                });
-            }
-            if buf.len > u32::MAX as usize {
-                return Err(CollectiveError::TooLarge {
-                    rank: r,
-                    len: buf.len,
-                });
-            }
-            if same_len && buf.len != len {
-                return Err(CollectiveError::LengthMismatch {
-                    rank: r,
-                    expected: len,
-                    got: buf.len,
-                });
-            }
-            self.check_dtype(r, dtype)?;
-        }
-        Ok(dtype)
+        let metas = bufs.iter().map(|b| BufferMeta {
+            device: &b.device,
+            elem: b.dtype,
+            len: b.len,
+        });
+        let rules = BufferRules {
+            noun: "buffer",
+            same_len,
+            max_len: u32::MAX as usize,
+            dtype_of: |_, dtype| Ok(dtype),
+            usable: |rank, dtype| self.check_dtype(rank, dtype),
+        };
+        checks::check_buffers(self.ranks.iter().map(|r| &r.device), metas, rules)
     }
 
-    fn fabric(&self, dtype: DType) -> DeviceFabric<'_, R> {
+    /// The ranks as a fabric for one collective of `dtype`, on the calling thread's stream.
+    pub(crate) fn fabric(&self, dtype: DType) -> DeviceFabric<'_, R> {
         DeviceFabric {
             ranks: &self.ranks,
             transport: self.transport.as_ref(),

@@ -1,9 +1,10 @@
 //! The reduction kernels, written in CubeCL: vectorized, generic over the runtime and the
 //! float type; half types are widened to f32 for the arithmetic.
 
-use crate::{op::Combine, DType};
+use crate::{op::Combine, DType, DeviceBuffer};
+use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
-use cubecl::{calculate_cube_count_elemwise, server::Handle};
+use std::ops::Range;
 
 /// `dst[dst_at + i] = combine(dst[dst_at + i], src[i])` for every i of `src` (in vectors).
 #[cube(launch_unchecked)]
@@ -85,106 +86,82 @@ fn offset(v: usize) -> u32 {
     u32::try_from(v).expect("collective buffers are limited to 2^32 elements")
 }
 
-/// Dispatch a kernel launch on the float type matching `dtype`.
-macro_rules! launch_float {
-    ($dtype:expr, $kernel:ident, $($args:expr),* $(,)?) => {
-        // SAFETY: every launcher below passes array lengths that match the handles' sizes,
-        // and the kernels guard each access with those lengths.
+/// Launch `$kernel` over `$count` elements, vectorized by the widest width `$w` that divides
+/// every value of `$aligned`, on the float type of `$dtype`; `$args` follow the launch geometry
+/// and may use `$w`. Returns from the enclosing function when there is nothing to do.
+macro_rules! launch {
+    ($client:expr, $dtype:expr, $kernel:ident, $count:expr, $aligned:expr,
+     |$w:ident| ($($args:expr),* $(,)?)) => {{
+        let Some(($w, cubes, dim)) = plan($client, $count, $aligned) else {
+            return;
+        };
+        // SAFETY: every launcher below passes array lengths that match the buffers' sizes, and
+        // the kernels guard each access with those lengths.
         unsafe {
             match $dtype {
-                DType::F32 => $kernel::launch_unchecked::<f32, R>($($args),*),
-                DType::F16 => $kernel::launch_unchecked::<half::f16, R>($($args),*),
-                DType::BF16 => $kernel::launch_unchecked::<half::bf16, R>($($args),*),
+                DType::F32 => {
+                    $kernel::launch_unchecked::<f32, R>($client, cubes, dim, $w, $($args),*)
+                }
+                DType::F16 => {
+                    $kernel::launch_unchecked::<half::f16, R>($client, cubes, dim, $w, $($args),*)
+                }
+                DType::BF16 => {
+                    $kernel::launch_unchecked::<half::bf16, R>($client, cubes, dim, $w, $($args),*)
+                }
             }
         }
-    };
+    }};
 }
 
-/// `dst[dst_at..dst_at + src_len] = combine(dst[...], src[..src_len])`.
-#[allow(clippy::too_many_arguments)]
+/// `dst[at..at + src.len] = combine(dst[at..at + src.len], src)`.
 pub(crate) fn combine<R: Runtime>(
     client: &ComputeClient<R>,
-    dtype: DType,
-    dst: &Handle,
-    dst_len: usize,
-    dst_at: usize,
-    src: &Handle,
-    src_len: usize,
+    dst: &DeviceBuffer<R>,
+    at: usize,
+    src: &DeviceBuffer<R>,
     op: Combine,
 ) {
-    let Some((w, count, dim)) = plan(client, src_len, &[dst_len, dst_at, src_len]) else {
-        return;
-    };
-    launch_float!(
-        dtype,
-        combine_kernel,
-        client,
-        count,
-        dim,
-        w,
-        ArrayArg::from_raw_parts(dst.clone(), dst_len),
-        ArrayArg::from_raw_parts(src.clone(), src_len),
-        offset(dst_at / w),
+    let aligned = [dst.len, at, src.len];
+    launch!(client, dst.dtype, combine_kernel, src.len, &aligned, |w| (
+        ArrayArg::from_raw_parts(dst.handle.clone(), dst.len),
+        ArrayArg::from_raw_parts(src.handle.clone(), src.len),
+        offset(at / w),
         op == Combine::Max,
-    );
+    ));
 }
 
-/// `dst[dst_at..dst_at + count] = src[src_at..src_at + count]`.
-#[allow(clippy::too_many_arguments)]
+/// `dst[at..at + from.len()] = src[from]`.
 pub(crate) fn copy<R: Runtime>(
     client: &ComputeClient<R>,
-    dtype: DType,
-    dst: &Handle,
-    dst_len: usize,
-    dst_at: usize,
-    src: &Handle,
-    src_len: usize,
-    src_at: usize,
-    count: usize,
+    dst: &DeviceBuffer<R>,
+    at: usize,
+    src: &DeviceBuffer<R>,
+    from: Range<usize>,
 ) {
-    let Some((w, grid_count, dim)) =
-        plan(client, count, &[dst_len, dst_at, src_len, src_at, count])
-    else {
-        return;
-    };
-    launch_float!(
-        dtype,
-        copy_kernel,
-        client,
-        grid_count,
-        dim,
-        w,
-        ArrayArg::from_raw_parts(dst.clone(), dst_len),
-        ArrayArg::from_raw_parts(src.clone(), src_len),
-        offset(dst_at / w),
-        offset(src_at / w),
+    let count = from.len();
+    let aligned = [dst.len, at, src.len, from.start, count];
+    launch!(client, dst.dtype, copy_kernel, count, &aligned, |w| (
+        ArrayArg::from_raw_parts(dst.handle.clone(), dst.len),
+        ArrayArg::from_raw_parts(src.handle.clone(), src.len),
+        offset(at / w),
+        offset(from.start / w),
         offset(count / w),
-    );
+    ));
 }
 
-/// `buf[at..at + count] /= divisor`.
+/// `buf[range] /= divisor`.
 pub(crate) fn divide<R: Runtime>(
     client: &ComputeClient<R>,
-    dtype: DType,
-    buf: &Handle,
-    buf_len: usize,
-    at: usize,
-    count: usize,
+    buf: &DeviceBuffer<R>,
+    range: Range<usize>,
     divisor: usize,
 ) {
-    let Some((w, grid_count, dim)) = plan(client, count, &[buf_len, at, count]) else {
-        return;
-    };
-    launch_float!(
-        dtype,
-        divide_kernel,
-        client,
-        grid_count,
-        dim,
-        w,
-        ArrayArg::from_raw_parts(buf.clone(), buf_len),
-        offset(at / w),
+    let count = range.len();
+    let aligned = [buf.len, range.start, count];
+    launch!(client, buf.dtype, divide_kernel, count, &aligned, |w| (
+        ArrayArg::from_raw_parts(buf.handle.clone(), buf.len),
+        offset(range.start / w),
         offset(count / w),
         divisor as f32,
-    );
+    ));
 }

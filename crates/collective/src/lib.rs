@@ -12,6 +12,7 @@
 //! single caller; [`Communicator`] gives each rank its own handle for one-thread-per-rank use.
 
 pub(crate) mod algorithms;
+mod checks;
 mod communicator;
 mod config;
 mod cube_tensors;
@@ -21,21 +22,21 @@ pub mod fabric;
 mod group;
 mod kernels;
 mod op;
-mod portable;
+mod portable_group;
 pub mod probe;
 mod tensors;
 pub mod transport;
 pub mod wgpu_devices;
 
-pub use algorithms::shard_ranges;
+pub use algorithms::{ranges_from_lens, shard_ranges};
 pub use communicator::Communicator;
 pub use config::{Algorithm, CollectiveConfig};
 pub use dtype::DType;
-pub use error::{CollectiveError, Result};
+pub use error::{panic_message, CollectiveError, Result, Unavailable};
 pub use fabric::device::DeviceBuffer;
 pub use group::Group;
 pub use op::{Combine, ReduceOp};
-pub use portable::PortableGroup;
+pub use portable_group::PortableGroup;
 pub use tensors::{TensorBridge, TensorCollectives};
 pub use transport::{CollectiveRuntime, Rank, Transport};
 

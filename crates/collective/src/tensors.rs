@@ -20,10 +20,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         op: ReduceOp,
     ) -> Result<Vec<Tensor<B, D>>> {
-        let shape = same_shape(&tensors, 0)?;
-        let mut bufs = self.flatten(tensors)?;
-        self.all_reduce(&mut bufs, op)?;
-        Ok(self.unflatten(bufs, |_| shape))
+        in_place(self, tensors, |bufs| self.all_reduce(bufs, op))
     }
 
     /// Concatenate the ranks' shards along dim 0 (their dim-0 sizes may differ), on every rank.
@@ -66,10 +63,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         root: usize,
     ) -> Result<Vec<Tensor<B, D>>> {
-        let shape = same_shape(&tensors, 0)?;
-        let mut bufs = self.flatten(tensors)?;
-        self.broadcast(&mut bufs, root)?;
-        Ok(self.unflatten(bufs, |_| shape))
+        in_place(self, tensors, |bufs| self.broadcast(bufs, root))
     }
 
     #[doc(hidden)]
@@ -101,6 +95,23 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
 }
 
 impl<B: Backend, G: TensorBridge<B>> TensorCollectives<B> for G {}
+
+/// Run an in-place `collective` on the buffers of `tensors` (all of one shape), which come
+/// back in that shape.
+fn in_place<B, G, const D: usize>(
+    group: &G,
+    tensors: Vec<Tensor<B, D>>,
+    collective: impl FnOnce(&mut [G::Buf]) -> Result<()>,
+) -> Result<Vec<Tensor<B, D>>>
+where
+    B: Backend,
+    G: TensorCollectives<B> + ?Sized,
+{
+    let shape = same_shape(&tensors, 0)?;
+    let mut bufs = group.flatten(tensors)?;
+    collective(&mut bufs)?;
+    Ok(group.unflatten(bufs, |_| shape))
+}
 
 /// The common shape of `tensors`, comparing dims from `from_dim` on.
 fn same_shape<B: Backend, const D: usize>(

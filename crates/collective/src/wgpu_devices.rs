@@ -3,6 +3,7 @@
 //! Vulkan driver (lavapipe) this runs on any Linux machine.
 
 use crate::error::panic_message;
+use crate::Unavailable;
 use cubecl::wgpu::{
     init_device, init_setup, AutoGraphicsApi, RuntimeOptions, WgpuDevice, WgpuSetup,
 };
@@ -19,18 +20,13 @@ static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 /// `n` distinct wgpu devices (created on first use and shared by the whole process).
 /// Fails with a readable reason when no adapter is present (install Mesa's Vulkan driver:
 /// `apt-get install mesa-vulkan-drivers libvulkan1`).
-pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
+pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, Unavailable> {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     if pool.is_none() {
         let setup = std::panic::catch_unwind(|| {
             init_setup::<AutoGraphicsApi>(&WgpuDevice::DefaultDevice, RuntimeOptions::default())
         })
-        .map_err(|p| {
-            format!(
-                "no wgpu adapter (is a Vulkan driver installed?): {}",
-                panic_message(p.as_ref())
-            )
-        })?;
+        .map_err(|p| Unavailable::NoWgpuAdapter(panic_message(p.as_ref())))?;
         *pool = Some(Pool {
             devices: vec![(WgpuDevice::DefaultDevice, setup.clone())],
             setup,
@@ -49,7 +45,7 @@ pub fn wgpu_devices(n: usize) -> Result<Vec<WgpuDevice>, String> {
             ..Default::default()
         };
         let (device, queue) = cubecl::future::block_on(adapter.request_device(&descriptor))
-            .map_err(|e| format!("the adapter refused another device: {e}"))?;
+            .map_err(|e| Unavailable::WgpuDeviceRefused(e.to_string()))?;
         let setup = WgpuSetup {
             device,
             queue,

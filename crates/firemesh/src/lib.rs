@@ -1,8 +1,10 @@
 //! firemesh: multi-GPU data-parallel training for Burn. This crate re-exports the library API;
 //! the `firemesh` binary is the command-line entry point.
 
+pub use error::{Error, Result};
 pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
 
+mod error;
 pub mod mesh;
 pub mod train;

@@ -6,7 +6,8 @@ use cubecl::cuda::CudaRuntime;
 use cubecl::wgpu::WgpuRuntime;
 use firemesh::mesh::{sharded_on_group, DeviceMesh, MeshKind};
 use firemesh::train::{train_resnet, TrainArgs};
-use firemesh_backend::Mesh;
+use firemesh::{Error, Result};
+use firemesh_backend::{Mesh, Route};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
@@ -68,7 +69,7 @@ fn main() {
     }
 }
 
-fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), String> {
+fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<()> {
     let mesh = DeviceMesh::discover(kind, ranks)?;
     println!(
         "firemesh train: tiny ResNet, synthetic CIFAR-like images, {} steps of {} images on {}",
@@ -86,8 +87,7 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
             args,
         )?,
         DeviceMesh::Cpu { ranks, .. } => {
-            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)
-                .map_err(|e| e.to_string())?;
+            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)?;
             // NdArray computes on the calling thread: run the ranks on the thread pool.
             mesh.set_parallel(true);
             train_resnet::<burn_ndarray::NdArray>(mesh, args)?
@@ -98,12 +98,13 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
         report.first_loss, report.last_loss, report.images_per_second, report.fallbacks
     );
     let via: Vec<String> = report
-        .collectives
+        .routes
         .iter()
-        .map(|(kind, k)| match *kind {
-            "collective: mesh group" => format!("{k} on the devices (CubeCL group)"),
-            "collective: portable group" => format!("{k} through host memory (portable group)"),
-            other => format!("{k} via {other}"),
+        .map(|(route, k)| match route {
+            Route::OneDevice => format!("{k} in place (ranks share one device)"),
+            Route::MeshGroup => format!("{k} on the devices (CubeCL group)"),
+            Route::PortableGroup => format!("{k} through host memory (portable group)"),
+            Route::ThroughHost => format!("{k} through host memory (int/bool parts)"),
         })
         .collect();
     if !via.is_empty() {
@@ -112,7 +113,7 @@ fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<(), S
     Ok(())
 }
 
-fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<(), String> {
+fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<()> {
     let mesh = DeviceMesh::discover(kind, ranks)?;
     let len = mib * (1 << 20) / 4;
     println!(
@@ -120,16 +121,8 @@ fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Resul
         mesh.describe()
     );
     let (n, seconds, ok) = match &mesh {
-        DeviceMesh::Cuda(d) => device_demo(
-            DeviceMesh::cuda_group(d).map_err(|e| e.to_string())?,
-            len,
-            iters,
-        )?,
-        DeviceMesh::Wgpu(d) => device_demo(
-            DeviceMesh::wgpu_group(d).map_err(|e| e.to_string())?,
-            len,
-            iters,
-        )?,
+        DeviceMesh::Cuda(d) => device_demo(DeviceMesh::cuda_group(d)?, len, iters)?,
+        DeviceMesh::Wgpu(d) => device_demo(DeviceMesh::wgpu_group(d)?, len, iters)?,
         DeviceMesh::Cpu { ranks, .. } => cpu_demo(*ranks, len, iters)?,
     };
     let bytes = (len * 4) as f64;
@@ -146,7 +139,7 @@ fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Resul
     if ok {
         Ok(())
     } else {
-        Err("all-reduce gave a wrong result".into())
+        Err(Error::Check("all-reduce gave a wrong result".into()))
     }
 }
 
@@ -155,40 +148,37 @@ fn device_demo<R: CollectiveRuntime>(
     group: Group<R>,
     len: usize,
     iters: usize,
-) -> Result<(usize, f64, bool), String> {
+) -> Result<(usize, f64, bool)> {
     let n = group.size();
-    let err = |e: firemesh_collective::CollectiveError| e.to_string();
     let inputs: Vec<_> = (0..n).map(|r| vec![r as f64; len]).collect();
     let mut bufs = (0..n)
         .map(|r| group.upload(r, DType::F32, &inputs[r]))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    group.all_reduce(&mut bufs, ReduceOp::Sum).map_err(err)?; // warm-up: compiles the kernels
-    group.sync().map_err(err)?;
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    group.all_reduce(&mut bufs, ReduceOp::Sum)?; // warm-up: compiles the kernels
+    group.sync()?;
     let mut total = 0.0;
     for _ in 0..iters {
         let mut fresh = (0..n)
             .map(|r| group.upload(r, DType::F32, &inputs[r]))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(err)?;
-        group.sync().map_err(err)?;
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        group.sync()?;
         let start = Instant::now();
-        group.all_reduce(&mut fresh, ReduceOp::Mean).map_err(err)?;
-        group.sync().map_err(err)?;
+        group.all_reduce(&mut fresh, ReduceOp::Mean)?;
+        group.sync()?;
         total += start.elapsed().as_secs_f64();
         bufs = fresh;
     }
     let want = (n as f64 - 1.0) / 2.0;
     let mut ok = true;
     for b in &bufs {
-        ok &= group.download(b).map_err(err)?.iter().all(|&v| v == want);
+        ok &= group.download(b)?.iter().all(|&v| v == want);
     }
     Ok((n, total / iters as f64, ok))
 }
 
-fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool), String> {
+fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
     type B = burn_ndarray::NdArray;
-    let group = DeviceMesh::cpu_group(n).map_err(|e| e.to_string())?;
+    let group = DeviceMesh::cpu_group(n)?;
     let device = burn_ndarray::NdArrayDevice::Cpu;
     let make = || -> Vec<Tensor<B, 1>> {
         (0..n)
@@ -200,9 +190,7 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool), St
     for _ in 0..iters {
         bufs = make();
         let start = Instant::now();
-        group
-            .all_reduce(&mut bufs, ReduceOp::Mean)
-            .map_err(|e| e.to_string())?;
+        group.all_reduce(&mut bufs, ReduceOp::Mean)?;
         total += start.elapsed().as_secs_f64();
     }
     let want = (n as f32 - 1.0) / 2.0;

@@ -1,13 +1,14 @@
 //! Choosing the devices to run on: CUDA GPUs when they can run kernels, else a CPU mesh; and
 //! the `Sharded` mesh over them, with our CubeCL collectives between GPU devices.
 
+use crate::{Error, Result};
 use burn::tensor::backend::{Backend, DeviceOps};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use firemesh_backend::{Mesh, Sharded};
 use firemesh_collective::{
-    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Group, PortableGroup, Result,
-    TensorCollectives,
+    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Group, PortableGroup, TensorCollectives,
+    Unavailable,
 };
 
 /// Where the ranks of a run live.
@@ -20,7 +21,7 @@ pub enum DeviceMesh {
     /// was used when the mesh kind was `auto`.
     Cpu {
         ranks: usize,
-        no_gpu: Option<String>,
+        no_gpu: Option<Unavailable>,
     },
 }
 
@@ -36,9 +37,9 @@ pub enum MeshKind {
 
 impl DeviceMesh {
     /// The mesh for `kind`; `ranks` defaults to the number of GPUs, or 4 on the CPU.
-    pub fn discover(kind: MeshKind, ranks: Option<usize>) -> std::result::Result<Self, String> {
+    pub fn discover(kind: MeshKind, ranks: Option<usize>) -> Result<Self> {
         if ranks == Some(0) {
-            return Err("--ranks must be at least 1".into());
+            return Err(Error::Invalid("--ranks must be at least 1".into()));
         }
         let cpu = |no_gpu| Self::Cpu {
             ranks: ranks.unwrap_or(4),
@@ -50,10 +51,8 @@ impl DeviceMesh {
                 Err(reason) => cpu(Some(reason)),
             }),
             MeshKind::Cpu => Ok(cpu(None)),
-            MeshKind::Cuda => {
-                probe::usable_cuda_devices().map(|gpus| Self::Cuda(pick(gpus, ranks)))
-            }
-            MeshKind::Wgpu => wgpu_devices(ranks.unwrap_or(4)).map(Self::Wgpu),
+            MeshKind::Cuda => Ok(Self::Cuda(pick(probe::usable_cuda_devices()?, ranks))),
+            MeshKind::Wgpu => Ok(Self::Wgpu(wgpu_devices(ranks.unwrap_or(4))?)),
         }
     }
 
@@ -82,15 +81,18 @@ impl DeviceMesh {
     }
 
     pub fn cuda_group(devices: &[CudaDevice]) -> Result<Group<CudaRuntime>> {
-        Group::new_shared(devices.to_vec())
+        Ok(Group::new_shared(devices.to_vec())?)
     }
 
     pub fn wgpu_group(devices: &[WgpuDevice]) -> Result<Group<WgpuRuntime>> {
-        Group::new(devices.to_vec())
+        Ok(Group::new(devices.to_vec())?)
     }
 
     pub fn cpu_group(n: usize) -> Result<PortableGroup<burn_ndarray::NdArray>> {
-        PortableGroup::new_shared(vec![burn_ndarray::NdArrayDevice::Cpu; n])
+        Ok(PortableGroup::new_shared(vec![
+            burn_ndarray::NdArrayDevice::Cpu;
+            n
+        ])?)
     }
 }
 
@@ -98,14 +100,14 @@ impl DeviceMesh {
 /// across ranks run on a [`Group`] of the same devices: reduced in device memory by our
 /// kernels, moved by the runtime's transport (peer copies between CUDA GPUs), instead of the
 /// portable path through host memory. Ranks may share a device.
-pub fn sharded_on_group<R, B>(devices: &[R::Device]) -> std::result::Result<Mesh<R::Device>, String>
+pub fn sharded_on_group<R, B>(devices: &[R::Device]) -> Result<Mesh<R::Device>>
 where
     R: CollectiveRuntime<Device: DeviceOps>,
     B: Backend<Device = R::Device>,
     Group<R>: TensorCollectives<B> + Send + Sync + 'static,
 {
-    let mesh = Sharded::<B>::mesh(devices.to_vec()).map_err(|e| e.to_string())?;
-    let group = Group::<R>::new_shared(devices.to_vec()).map_err(|e| e.to_string())?;
+    let mesh = Sharded::<B>::mesh(devices.to_vec())?;
+    let group = Group::<R>::new_shared(devices.to_vec())?;
     mesh.use_collectives::<B>(group);
     Ok(mesh)
 }

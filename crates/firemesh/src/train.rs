@@ -1,11 +1,12 @@
 //! `firemesh train`: data-parallel training of a reference model on the devices found.
 
+use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::ElementConversion;
-use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
+use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Route, Sharded};
 use firemesh_datasets::{
     shard_image_batch, DistributedSampler, SamplerPosition, SyntheticImages, SyntheticImagesConfig,
     TailPolicy,
@@ -42,7 +43,7 @@ pub struct TrainArgs {
 
 impl TrainArgs {
     /// The global batch of a run on `ranks` ranks, or why the one asked for cannot be split.
-    pub fn batch_for(&self, ranks: usize) -> Result<usize, String> {
+    pub fn batch_for(&self, ranks: usize) -> Result<usize> {
         let ranks = ranks.max(1);
         let batch = self
             .batch
@@ -50,9 +51,9 @@ impl TrainArgs {
         if batch.is_multiple_of(ranks) && batch >= ranks {
             Ok(batch)
         } else {
-            Err(format!(
+            Err(Error::Invalid(format!(
                 "--batch {batch} must be a positive multiple of the {ranks} ranks"
-            ))
+            )))
         }
     }
 }
@@ -67,9 +68,8 @@ pub struct TrainReport {
     /// Ops that ran replicated for lack of a placement rule, over all forward and backward
     /// passes (0 for this model).
     pub fallbacks: u64,
-    /// Sums and gathers of float parts across ranks, by the collective path that ran them
-    /// ("collective: mesh group" for the group given to `Mesh::use_collectives`).
-    pub collectives: std::collections::BTreeMap<&'static str, u64>,
+    /// Sums and gathers of parts across ranks, by the route they took.
+    pub routes: std::collections::BTreeMap<Route, u64>,
 }
 
 type Ad<B> = Autodiff<Sharded<B>>;
@@ -78,10 +78,7 @@ type Ad<B> = Autodiff<Sharded<B>>;
 /// model whose parameters are replicated over the ranks of `mesh`, each step's batch sharded
 /// over them (each rank's slice built on its own device), gradients all-reduced where the
 /// optimizer meets them, BatchNorm statistics computed over the whole batch.
-pub fn train_resnet<B: Backend>(
-    mesh: Mesh<B::Device>,
-    args: &TrainArgs,
-) -> Result<TrainReport, String> {
+pub fn train_resnet<B: Backend>(mesh: Mesh<B::Device>, args: &TrainArgs) -> Result<TrainReport> {
     let ranks = mesh.len();
     let global_batch = args.batch_for(ranks)?;
     Ad::<B>::seed(&mesh, args.seed);
@@ -89,24 +86,21 @@ pub fn train_resnet<B: Backend>(
         shape: [3, args.image_size, args.image_size],
         ..SyntheticImagesConfig::cifar_like(args.samples, args.seed)
     };
-    let data = SyntheticImages::new(config).map_err(|e| e.to_string())?;
+    let data = SyntheticImages::new(config)?;
     let sampler = DistributedSampler::new(
         args.samples,
         ranks,
         global_batch,
         args.seed,
         TailPolicy::DropLast,
-    )
-    .map_err(|e| e.to_string())?;
-    let mut model = ResNetConfig::tiny(10)
-        .init::<Ad<B>>(&mesh)
-        .map_err(|e| e.to_string())?;
+    )?;
+    let mut model = ResNetConfig::tiny(10).init::<Ad<B>>(&mesh)?;
     let momentum = burn::optim::momentum::MomentumConfig::new().with_momentum(0.9);
     let mut optimizer = SgdConfig::new().with_momentum(Some(momentum)).init();
     let loss_fn = CrossEntropyLossConfig::new().init(&mesh);
 
     let (mut first, mut last, mut fallbacks) = (None, 0.0, 0);
-    let mut collectives = std::collections::BTreeMap::new();
+    let mut routes = std::collections::BTreeMap::new();
     let start = Instant::now();
     let mut position = SamplerPosition::default();
     let mut step = 0;
@@ -116,13 +110,11 @@ pub fn train_resnet<B: Backend>(
                 break;
             }
             position = batch.position;
-            let shards = shard_image_batch::<B, _>(&data, &batch.indices, mesh.devices())
-                .map_err(|e| e.to_string())?;
+            let shards = shard_image_batch::<B, _>(&data, &batch.indices, mesh.devices())?;
             let (images, labels): (Vec<_>, Vec<_>) =
                 shards.into_iter().map(|s| (s.images, s.labels)).unzip();
-            let images = from_shards::<Ad<B>, 4>(&mesh, images, 0).map_err(|e| e.to_string())?;
-            let labels =
-                from_shards_int::<Ad<B>, 1>(&mesh, labels, 0).map_err(|e| e.to_string())?;
+            let images = from_shards::<Ad<B>, 4>(&mesh, images, 0)?;
+            let labels = from_shards_int::<Ad<B>, 1>(&mesh, labels, 0)?;
             // Forward, backward and the optimizer step (where the gradients are all-reduced).
             let ((loss, new_model), counts) = stats::count(|| {
                 let loss = loss_fn.forward(model.forward(images), labels);
@@ -131,10 +123,8 @@ pub fn train_resnet<B: Backend>(
             });
             model = new_model;
             fallbacks += counts.total_fallbacks();
-            for (kind, k) in counts.redistributions {
-                if kind.starts_with("collective:") {
-                    *collectives.entry(kind).or_default() += k;
-                }
+            for (route, k) in counts.routes {
+                *routes.entry(route).or_default() += k;
             }
             let loss: f64 = loss.into_scalar().elem();
             first.get_or_insert(loss);
@@ -160,6 +150,6 @@ pub fn train_resnet<B: Backend>(
         batch: global_batch,
         images_per_second,
         fallbacks,
-        collectives,
+        routes,
     })
 }

@@ -71,7 +71,7 @@ impl GptConfig {
                 return Err(invalid(field, "must be at least 1".into()));
             }
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             let reason = format!("({}) must divide d_model ({})", self.n_heads, self.d_model);
             return Err(invalid("n_heads", reason));
         }

@@ -1,45 +1,29 @@
 //! Shape ops: reshape, permute, swap/transpose, expand, slice, slice-assign, cat. They keep a
 //! tensor sharded as long as the sharded dim survives with its blocks intact; `Partial` passes
-//! through them all (they are linear).
+//! through them all (they are linear). Each rank then runs the op with its local arguments
+//! (the `local_*` functions).
 
-use crate::kind::Kind;
+use crate::exec::Rank;
 use crate::placement::Placement;
-use crate::ranks::{common_mesh, on_ranks, PerRank};
-use crate::redistribute::{to_partial, to_shard};
-use crate::rules::replicate_for;
-use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, Shape, Slice, TensorMetadata};
-
-type T<B, K> = ShardedTensor<B, K>;
+use crate::rules::{Meta, Plan, Want};
+use burn_backend::{Shape, Slice};
 
 /// Reshape. A `Shard(d)` tensor stays sharded when the dims before `d` are unchanged and every
 /// rank's block of the trailing dims fills whole rows of the new dim `d`.
-pub(crate) fn reshape<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    shape: Shape,
-    op: impl Fn(K::P, Shape) -> K::P + Sync,
-) -> T<B, K> {
-    let Placement::Shard(d) = t.placement() else {
-        return on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, shape.clone()));
-    };
-    match local_reshape(&t.shape(), d, &t.shard_sizes().unwrap_or_default(), &shape) {
-        Some(shapes) => {
-            let local = PerRank(shapes);
-            on_ranks!(t.mesh.clone(), t.placement(), [t, local], op(t, local))
-        }
-        None => {
-            let t = replicate_for(t, "reshape");
-            on_ranks!(
-                t.mesh.clone(),
-                Placement::Replicated,
-                [t],
-                op(t, shape.clone())
-            )
-        }
+pub(crate) fn reshape(m: &[Meta], new: &Shape) -> Plan {
+    let p = m[0].placement;
+    if matches!(p, Placement::Shard(_)) && local_reshapes(&m[0], new).is_none() {
+        return Plan::fallback(m);
     }
+    Plan::keep(m, p)
 }
 
-fn local_reshape(old: &Shape, d: usize, sizes: &[usize], new: &Shape) -> Option<Vec<Shape>> {
+/// Every rank's new shape for a reshape of the `Shard` operand `m` to `new`, if the blocks fit.
+pub(crate) fn local_reshapes(m: &Meta, new: &Shape) -> Option<Vec<Shape>> {
+    let Placement::Shard(d) = m.placement else {
+        return None;
+    };
+    let old = &m.shape;
     if new.num_dims() <= d || old[..d] != new[..d] {
         return None;
     }
@@ -48,92 +32,73 @@ fn local_reshape(old: &Shape, d: usize, sizes: &[usize], new: &Shape) -> Option<
     if inner_new == 0 {
         return None;
     }
-    let rows: Option<Vec<usize>> = sizes
+    let blocks = m.blocks.as_deref()?;
+    let rows: Vec<usize> = blocks
         .iter()
-        .map(|s| (s * inner_old % inner_new == 0).then_some(s * inner_old / inner_new))
-        .collect();
-    let rows = rows?;
+        .map(|s| {
+            (s * inner_old)
+                .is_multiple_of(inner_new)
+                .then_some(s * inner_old / inner_new)
+        })
+        .collect::<Option<_>>()?;
     if rows.iter().sum::<usize>() != new[d] {
         return None;
     }
-    Some(
-        rows.into_iter()
-            .map(|r| {
-                let mut s = new.clone();
-                s[d] = r;
-                s
-            })
-            .collect(),
-    )
+    let local = |r: usize| {
+        let mut s = new.clone();
+        s[d] = r;
+        s
+    };
+    Some(rows.into_iter().map(local).collect())
 }
 
 /// Permute: the sharded dim moves with its axis.
-pub(crate) fn permute<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    axes: &[usize],
-    op: impl Fn(K::P, &[usize]) -> K::P + Sync,
-) -> T<B, K> {
-    let p = match t.placement() {
+pub(crate) fn permute(m: &[Meta], axes: &[usize]) -> Plan {
+    let out = match m[0].placement {
         Placement::Shard(d) => Placement::Shard(axes.iter().position(|a| *a == d).unwrap_or(d)),
         p => p,
     };
-    on_ranks!(t.mesh.clone(), p, [t], op(t, axes))
+    Plan::keep(m, out)
 }
 
-pub(crate) fn swap_dims<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    dim1: usize,
-    dim2: usize,
-    op: impl Fn(K::P, usize, usize) -> K::P + Sync,
-) -> T<B, K> {
-    let p = match t.placement() {
+pub(crate) fn swap_dims(m: &[Meta], dim1: usize, dim2: usize) -> Plan {
+    let out = match m[0].placement {
         Placement::Shard(d) if d == dim1 => Placement::Shard(dim2),
         Placement::Shard(d) if d == dim2 => Placement::Shard(dim1),
         p => p,
     };
-    on_ranks!(t.mesh.clone(), p, [t], op(t, dim1, dim2))
+    Plan::keep(m, out)
 }
 
 /// Swaps the last two dims.
-pub(crate) fn transpose<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    op: impl Fn(K::P) -> K::P + Sync,
-) -> T<B, K> {
-    let n = t.rank();
-    let p = match t.placement() {
-        Placement::Shard(d) if n >= 2 && d == n - 1 => Placement::Shard(n - 2),
-        Placement::Shard(d) if n >= 2 && d == n - 2 => Placement::Shard(n - 1),
-        p => p,
-    };
-    on_ranks!(t.mesh.clone(), p, [t], op(t))
+pub(crate) fn transpose(m: &[Meta]) -> Plan {
+    match m[0].rank() {
+        n if n >= 2 => swap_dims(m, n - 2, n - 1),
+        _ => Plan::keep(m, m[0].placement),
+    }
 }
 
 /// Expand (broadcast to a larger shape, new dims in front): a sharded dim that is not
 /// broadcast stays sharded.
-pub(crate) fn expand<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    shape: Shape,
-    op: impl Fn(K::P, Shape) -> K::P + Sync,
-) -> T<B, K> {
-    let Placement::Shard(d) = t.placement() else {
-        return on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, shape.clone()));
+pub(crate) fn expand(m: &[Meta], shape: &Shape) -> Plan {
+    let Placement::Shard(d) = m[0].placement else {
+        return Plan::keep(m, m[0].placement);
     };
-    let offset = shape.num_dims().saturating_sub(t.rank());
-    let global = t.shape();
-    if shape.num_dims() < t.rank() || global[d] != shape[d + offset] {
-        let t = replicate_for(t, "expand");
-        return on_ranks!(
-            t.mesh.clone(),
-            Placement::Replicated,
-            [t],
-            op(t, shape.clone())
-        );
+    let offset = shape.num_dims().saturating_sub(m[0].rank());
+    if shape.num_dims() < m[0].rank() || m[0].shape[d] != shape[d + offset] {
+        return Plan::fallback(m);
     }
-    on_ranks!(t.mesh.clone(), Placement::Shard(d + offset), [t], {
-        let mut local = shape.clone();
-        local[d + offset] = t.shape()[d];
-        op(t, local)
-    })
+    Plan::keep(m, Placement::Shard(d + offset))
+}
+
+/// A rank's target shape for expand: its own block length along the sharded dim.
+pub(crate) fn local_expand(shape: &Shape, out: Placement, part: &Shape) -> Shape {
+    let mut local = shape.clone();
+    if let Placement::Shard(d) = out {
+        let offset = shape.num_dims() - part.num_dims();
+        local[d] = part[d - offset];
+    }
+    local
 }
 
 /// Whether `slices` keeps all of dim `d` (of global length `len`).
@@ -143,102 +108,73 @@ fn keeps_whole_dim(slices: &[Slice], d: usize, len: usize) -> bool {
         .is_none_or(|s| s.step == 1 && s.to_range(len) == (0..len))
 }
 
-/// `slices` with dim `d` left whole, for use on a block.
-fn without_dim(slices: &[Slice], d: usize) -> Vec<Slice> {
+/// Slice: a sharded tensor stays sharded when the sharded dim is kept whole.
+pub(crate) fn slice(m: &[Meta], slices: &[Slice]) -> Plan {
+    match m[0].placement {
+        Placement::Shard(d) if !keeps_whole_dim(slices, d, m[0].shape[d]) => Plan::fallback(m),
+        p => Plan::keep(m, p),
+    }
+}
+
+/// The slices a rank applies to its block: the sharded dim is left whole.
+pub(crate) fn local_slices(slices: &[Slice], out: Placement) -> Vec<Slice> {
     let mut s = slices.to_vec();
-    if let Some(x) = s.get_mut(d) {
-        *x = Slice::full();
+    if let Placement::Shard(d) = out {
+        if let Some(x) = s.get_mut(d) {
+            *x = Slice::full();
+        }
     }
     s
 }
 
-/// Slice: a sharded tensor stays sharded when the sharded dim is kept whole.
-pub(crate) fn slice<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    slices: &[Slice],
-    op_name: &'static str,
-    op: impl Fn(K::P, &[Slice]) -> K::P + Sync,
-) -> T<B, K> {
-    match t.placement() {
-        Placement::Shard(d) if keeps_whole_dim(slices, d, t.shape()[d]) => {
-            let local = without_dim(slices, d);
-            on_ranks!(t.mesh.clone(), t.placement(), [t], op(t, &local))
-        }
-        Placement::Shard(_) => {
-            let t = replicate_for(t, op_name);
-            on_ranks!(t.mesh.clone(), Placement::Replicated, [t], op(t, slices))
-        }
-        p => on_ranks!(t.mesh.clone(), p, [t], op(t, slices)),
-    }
-}
-
-/// Slice-assign: both sharded alike along a dim the slice keeps whole, both `Partial`, or
-/// both `Replicated`.
-pub(crate) fn slice_assign<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    slices: &[Slice],
-    value: T<B, K>,
-    op_name: &'static str,
-    op: impl Fn(K::P, &[Slice], K::P) -> K::P + Sync,
-) -> T<B, K> {
-    let mesh = common_mesh(&[Some(&t.mesh), Some(&value.mesh)], op_name);
-    match (t.placement(), value.placement()) {
-        (Placement::Shard(d), _) if keeps_whole_dim(slices, d, t.shape()[d]) => {
-            let value = to_shard(value, d, t.shard_sizes().as_deref());
-            let local = without_dim(slices, d);
-            on_ranks!(mesh, t.placement(), [t, value], op(t, &local, value))
+/// Slice-assign `[tensor, value]`: both sharded alike along a dim the slice keeps whole, a
+/// `Partial` tensor with a value made `Partial`, or both `Replicated`.
+pub(crate) fn slice_assign(m: &[Meta], slices: &[Slice]) -> Plan {
+    let (t, value) = (&m[0], &m[1]);
+    match (t.placement, value.placement) {
+        (Placement::Shard(d), _) if keeps_whole_dim(slices, d, t.shape[d]) => {
+            Plan::new(vec![Want::Keep, Want::shard_like(d, t)], t.placement)
         }
         (Placement::Partial, Placement::Partial | Placement::Replicated) => {
-            let value = to_partial(value);
-            on_ranks!(mesh, Placement::Partial, [t, value], op(t, slices, value))
+            Plan::new(vec![Want::Keep, Want::Partial], Placement::Partial)
         }
-        (Placement::Replicated, Placement::Replicated) => {
-            on_ranks!(
-                mesh,
-                Placement::Replicated,
-                [t, value],
-                op(t, slices, value)
-            )
-        }
-        _ => {
-            let (t, value) = (replicate_for(t, op_name), replicate_for(value, op_name));
-            on_ranks!(
-                mesh,
-                Placement::Replicated,
-                [t, value],
-                op(t, slices, value)
-            )
-        }
+        (Placement::Replicated, Placement::Replicated) => Plan::keep(m, Placement::Replicated),
+        _ => Plan::fallback(m),
     }
 }
 
 /// Concatenation along `dim`: sharded along another dim (operands sliced to match the first
 /// sharded one), all `Partial`, or all `Replicated`.
-pub(crate) fn cat<B: Backend, K: Kind<B>>(
-    ts: Vec<T<B, K>>,
-    dim: usize,
-    op_name: &'static str,
-    op: impl Fn(Vec<K::P>, usize) -> K::P + Sync,
-) -> T<B, K> {
-    let mesh = common_mesh(
-        &ts.iter().map(|t| Some(&t.mesh)).collect::<Vec<_>>(),
-        op_name,
-    );
-    let shard = ts.iter().find_map(|t| match t.placement() {
-        Placement::Shard(d) if d != dim => Some((d, t.shard_sizes())),
+pub(crate) fn cat(m: &[Meta], dim: usize) -> Plan {
+    let sharded = m.iter().find_map(|x| match x.placement {
+        Placement::Shard(d) if d != dim => Some((d, x)),
         _ => None,
     });
-    let (ts, p) = if let Some((d, sizes)) = shard {
-        let ts = ts
-            .into_iter()
-            .map(|t| to_shard(t, d, sizes.as_deref()))
+    if let Some((d, like)) = sharded {
+        let wants = m
+            .iter()
+            .map(|x| {
+                if x.placement == like.placement && x.blocks == like.blocks {
+                    Want::Keep
+                } else {
+                    Want::shard_like(d, like)
+                }
+            })
             .collect();
-        (ts, Placement::Shard(d))
-    } else if ts.iter().all(|t| t.placement() == Placement::Partial) {
-        (ts, Placement::Partial)
-    } else {
-        let ts = ts.into_iter().map(|t| replicate_for(t, op_name)).collect();
-        (ts, Placement::Replicated)
-    };
-    on_ranks!(mesh, p, [ts], op(ts, dim))
+        return Plan::new(wants, Placement::Shard(d));
+    }
+    if m.iter().all(|x| x.is(Placement::Partial)) {
+        return Plan::keep(m, Placement::Partial);
+    }
+    Plan::fallback(m)
+}
+
+/// A rank's new shape for a reshape: its own rows of the sharded dim.
+pub(crate) fn local_shape(r: &Rank, new: &Shape) -> Shape {
+    match r.out {
+        Placement::Shard(_) => local_reshapes(&r.inputs[0], new)
+            .map(|mut shapes| shapes.swap_remove(r.index))
+            .unwrap_or_else(|| new.clone()),
+        _ => new.clone(),
+    }
 }

@@ -1,74 +1,43 @@
 //! Batched matmul `[.., m, k] x [.., k, n]`: sharded batch or rows or columns stay sharded;
 //! both operands sharded along the contracted `k` give `Partial` addends (a weight gradient
-//! computed from a sharded batch).
+//! computed from a sharded batch). `Partial` times `Replicated` stays `Partial`; a `Partial`
+//! operand meeting anything else is summed first.
 
-use crate::kind::Kind;
-use crate::placement::Placement;
-use crate::ranks::{common_mesh, on_ranks};
-use crate::redistribute::{to_replicated, to_shard};
-use crate::rules::replicate_for;
-use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, TensorMetadata};
+use crate::placement::Placement::{self, Partial, Replicated, Shard};
+use crate::rules::{compose, staged, Meta, Plan, Want};
 
-type T<B, K> = ShardedTensor<B, K>;
-
-pub(crate) fn matmul<B: Backend, K: Kind<B>>(
-    lhs: T<B, K>,
-    rhs: T<B, K>,
-    op_name: &'static str,
-    op: impl Fn(K::P, K::P) -> K::P + Sync,
-) -> T<B, K> {
-    let mesh = common_mesh(&[Some(&lhs.mesh), Some(&rhs.mesh)], op_name);
-    let (lhs, rhs, p) = place(lhs, rhs, op_name);
-    on_ranks!(mesh, p, [lhs, rhs], op(lhs, rhs))
+pub(crate) fn matmul(m: &[Meta]) -> Plan {
+    let (l, r) = (&m[0], &m[1]);
+    let sum_lhs = l.is(Partial) && !r.is(Replicated);
+    let sum_rhs = r.is(Partial) && !(l.is(Replicated) || sum_lhs);
+    let sum_first = |sum: bool| if sum { Want::Replicated } else { Want::Keep };
+    let first = [sum_first(sum_lhs), sum_first(sum_rhs)];
+    compose(&first, place(&staged(m, &first)))
 }
 
-fn place<B: Backend, K: Kind<B>>(
-    lhs: T<B, K>,
-    rhs: T<B, K>,
-    op: &'static str,
-) -> (T<B, K>, T<B, K>, Placement) {
-    use Placement::{Partial, Replicated, Shard};
-    let n = lhs.rank();
+/// The rule once no `Partial` operand meets a non-`Replicated` one.
+fn place(m: &[Meta]) -> Plan {
+    let (l, r) = (&m[0], &m[1]);
+    let n = l.rank();
     let (row, col) = (n - 2, n - 1);
-    let sizes = |t: &T<B, K>| t.shard_sizes();
-    match (lhs.placement(), rhs.placement()) {
-        (Replicated, Replicated) => (lhs, rhs, Replicated),
-        (Partial, Replicated) | (Replicated, Partial) => (lhs, rhs, Partial),
-        (Partial, _) => place(to_replicated(lhs), rhs, op),
-        (_, Partial) => place(lhs, to_replicated(rhs), op),
+    let plan = |wl: Want, wr: Want, out: Placement| Plan::new(vec![wl, wr], out);
+    match (l.placement, r.placement) {
+        (Replicated, Replicated) => Plan::keep(m, Replicated),
+        (Partial, Replicated) | (Replicated, Partial) => Plan::keep(m, Partial),
         // Batch dims: the other operand is sliced alike unless it broadcasts there.
-        (Shard(d), _) if d < row => {
-            let rhs = batch_operand(rhs, d, sizes(&lhs));
-            (lhs, rhs, Shard(d))
+        (Shard(d), _) if d < row && l.shape[d] == r.shape[d] => {
+            plan(Want::Keep, Want::shard_like(d, l), Shard(d))
         }
-        (_, Shard(d)) if d < row => {
-            let lhs = batch_operand(lhs, d, sizes(&rhs));
-            (lhs, rhs, Shard(d))
+        (Shard(d), _) if d < row && r.shape[d] == 1 => plan(Want::Keep, Want::Replicated, Shard(d)),
+        (_, Shard(d)) if d < row && l.shape[d] == r.shape[d] => {
+            plan(Want::shard_like(d, r), Want::Keep, Shard(d))
         }
-        (Shard(d), Replicated) if d == row => (lhs, rhs, Shard(row)),
-        (Replicated, Shard(d)) if d == col => (lhs, rhs, Shard(col)),
+        (_, Shard(d)) if d < row && l.shape[d] == 1 => plan(Want::Replicated, Want::Keep, Shard(d)),
+        (Shard(d), Replicated) if d == row => Plan::keep(m, Shard(row)),
+        (Replicated, Shard(d)) if d == col => Plan::keep(m, Shard(col)),
         // The contracted dim.
-        (Shard(d), _) if d == col => {
-            let rhs = to_shard(rhs, row, sizes(&lhs).as_deref());
-            (lhs, rhs, Partial)
-        }
-        (_, Shard(d)) if d == row => {
-            let lhs = to_shard(lhs, col, sizes(&rhs).as_deref());
-            (lhs, rhs, Partial)
-        }
-        _ => (replicate_for(lhs, op), replicate_for(rhs, op), Replicated),
-    }
-}
-
-fn batch_operand<B: Backend, K: Kind<B>>(
-    t: T<B, K>,
-    d: usize,
-    sizes: Option<Vec<usize>>,
-) -> T<B, K> {
-    if t.shape()[d] == 1 {
-        to_replicated(t)
-    } else {
-        to_shard(t, d, sizes.as_deref())
+        (Shard(d), _) if d == col => plan(Want::Keep, Want::shard_like(row, l), Partial),
+        (_, Shard(d)) if d == row => plan(Want::shard_like(col, r), Want::Keep, Partial),
+        _ => Plan::fallback(m),
     }
 }

@@ -6,7 +6,7 @@
 mod one_shot;
 mod ring;
 
-use crate::{config::Algorithm, fabric::Fabric, CollectiveConfig, ReduceOp, Result};
+use crate::{config::Algorithm, fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
 /// Ring chunk boundaries are multiples of this many elements, so kernels can vectorize.
@@ -118,7 +118,7 @@ pub fn shard_ranges(len: usize, n: usize) -> Vec<Range<usize>> {
 }
 
 /// Contiguous ranges with the given lengths, back to back from 0.
-pub(crate) fn ranges_from_lens(lens: &[usize]) -> Vec<Range<usize>> {
+pub fn ranges_from_lens(lens: &[usize]) -> Vec<Range<usize>> {
     let mut start = 0;
     lens.iter()
         .map(|&l| {
@@ -183,6 +183,20 @@ pub(crate) fn send_all<F: Fabric>(
         .into_iter()
         .map(|st| st.expect("every link belongs to one multicast"))
         .collect())
+}
+
+/// Combine every link's range of its source into the same range of its destination.
+pub(crate) fn accumulate<F: Fabric>(
+    f: &F,
+    bufs: &mut [F::Buf],
+    links: &[Link],
+    combine: Combine,
+    cfg: &CollectiveConfig,
+) -> Result<()> {
+    for (link, st) in links.iter().zip(send_all(f, bufs, links, cfg)?) {
+        f.combine(link.to, &mut bufs[link.to], link.range.start, st, combine)?;
+    }
+    Ok(())
 }
 
 /// Copy every link's range of its source into the same range of its destination: in place

@@ -1,7 +1,7 @@
 //! One-shot algorithms: every rank reads what it needs straight from its peers in a single
 //! step. Latency-optimal for small messages; moves N-1 times more data than the ring.
 
-use super::{deliver, send_all, Link};
+use super::{accumulate, deliver, send_all, Link};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -51,10 +51,7 @@ pub(super) fn reduce_scatter<F: Fabric>(
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let links = peer_links(bufs.len(), |_, to| parts[to].clone());
-    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-        f.combine(link.to, &mut bufs[link.to], link.range.start, st, combine)?;
-    }
-    Ok(())
+    accumulate(f, bufs, &links, combine, cfg)
 }
 
 /// Rank r copies `parts[j]` from every peer j.

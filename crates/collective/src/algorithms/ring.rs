@@ -1,7 +1,7 @@
 //! Ring algorithms: N-1 steps in which every rank passes one chunk to its right neighbour.
 //! Each chunk is cut into sub-chunks so that a transfer overlaps the reduction before it.
 
-use super::{deliver, send_all, split_aligned, Link, CHUNK_ALIGN};
+use super::{accumulate, deliver, split_aligned, Link, CHUNK_ALIGN};
 use crate::{fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::ops::Range;
 
@@ -29,7 +29,7 @@ pub(super) fn all_reduce<F: Fabric>(
             }
         }
     }
-    pass(f, bufs, &chunks, cfg, Apply::Write, |r, s| (r + n - s) % n)
+    all_gather(f, bufs, &chunks, cfg)
 }
 
 /// After this, rank r holds the sum (or max) over ranks of `chunks[r]`.
@@ -111,11 +111,7 @@ fn pass<F: Fabric>(
                 })
                 .collect();
             match apply {
-                Apply::Combine(c) => {
-                    for (link, st) in links.iter().zip(send_all(f, bufs, &links, cfg)?) {
-                        f.combine(link.to, &mut bufs[link.to], link.range.start, st, c)?;
-                    }
-                }
+                Apply::Combine(c) => accumulate(f, bufs, &links, c, cfg)?,
                 Apply::Write => deliver(f, bufs, &links, cfg)?,
             }
         }

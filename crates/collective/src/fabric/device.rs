@@ -4,7 +4,7 @@
 use super::Fabric;
 use crate::transport::{Rank, Transport};
 use crate::{error::catch_runtime, kernels, op::Combine, DType, Result};
-use cubecl::{server::Handle, stream_id::StreamId, Runtime};
+use cubecl::{client::ComputeClient, server::Handle, stream_id::StreamId, Runtime};
 use std::ops::Range;
 
 /// A flat buffer of `len` elements of `dtype` in the memory of one rank's device.
@@ -83,6 +83,17 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         &self.ranks[r]
     }
 
+    /// `len` elements of this fabric's dtype held by `handle` on rank `r`.
+    fn buffer(&self, r: usize, handle: Handle, len: usize) -> DeviceBuffer<R> {
+        DeviceBuffer::from_handle(handle, len, self.dtype, self.rank(r).device.clone())
+    }
+
+    /// Run a kernel launch on rank `r`'s client; a runtime panic becomes an error for `r`.
+    fn launch(&self, r: usize, kernel: impl FnOnce(&ComputeClient<R>)) -> Result<()> {
+        let client = &self.rank(r).client;
+        catch_runtime(r, || kernel(client))
+    }
+
     /// A copy of `src[range]` in a new buffer on the same rank.
     fn local_copy(
         &self,
@@ -91,20 +102,7 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         range: Range<usize>,
     ) -> Result<DeviceBuffer<R>> {
         let out = self.alloc(r, range.len())?;
-        let client = &self.rank(r).client;
-        catch_runtime(r, || {
-            kernels::copy(
-                client,
-                self.dtype,
-                &out.handle,
-                out.len,
-                0,
-                &src.handle,
-                src.len,
-                range.start,
-                range.len(),
-            )
-        })?;
+        self.launch(r, |client| kernels::copy(client, &out, 0, src, range))?;
         Ok(out)
     }
 
@@ -135,12 +133,7 @@ impl<R: Runtime> DeviceFabric<'_, R> {
                     return self.local_copy(to, src, range.clone());
                 }
                 let handle = moved.next().expect("one copy per peer");
-                Ok(DeviceBuffer {
-                    handle,
-                    len: range.len(),
-                    dtype: self.dtype,
-                    device: self.rank(to).device.clone(),
-                })
+                Ok(self.buffer(to, handle, range.len()))
             })
             .collect()
     }
@@ -241,18 +234,8 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         staged: Self::Staged,
         op: Combine,
     ) -> Result<()> {
-        let client = &self.rank(rank).client;
-        catch_runtime(rank, || {
-            kernels::combine(
-                client,
-                self.dtype,
-                &dst.handle,
-                dst.len,
-                at,
-                &staged.handle,
-                staged.len,
-                op,
-            )
+        self.launch(rank, |client| {
+            kernels::combine(client, dst, at, &staged, op)
         })
     }
 
@@ -263,19 +246,9 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         at: usize,
         staged: Self::Staged,
     ) -> Result<()> {
-        let client = &self.rank(rank).client;
-        catch_runtime(rank, || {
-            kernels::copy(
-                client,
-                self.dtype,
-                &dst.handle,
-                dst.len,
-                at,
-                &staged.handle,
-                staged.len,
-                0,
-                staged.len,
-            )
+        let whole = 0..staged.len;
+        self.launch(rank, |client| {
+            kernels::copy(client, dst, at, &staged, whole)
         })
     }
 
@@ -286,29 +259,13 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         range: Range<usize>,
         divisor: usize,
     ) -> Result<()> {
-        let client = &self.rank(rank).client;
-        catch_runtime(rank, || {
-            kernels::divide(
-                client,
-                self.dtype,
-                &dst.handle,
-                dst.len,
-                range.start,
-                range.len(),
-                divisor,
-            )
-        })
+        self.launch(rank, |client| kernels::divide(client, dst, range, divisor))
     }
 
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf> {
         let client = &self.rank(rank).client;
         let handle = catch_runtime(rank, || client.empty(padded_bytes(len, self.dtype)))?;
-        Ok(DeviceBuffer {
-            handle,
-            len,
-            dtype: self.dtype,
-            device: self.rank(rank).device.clone(),
-        })
+        Ok(self.buffer(rank, handle, len))
     }
 
     fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {

@@ -10,7 +10,7 @@ pub use cuda_peer::CudaPeerCopy;
 pub use wgpu_staged::WgpuStagedCopy;
 
 use crate::error::{catch_runtime, try_runtime};
-use crate::{CollectiveConfig, DType, Result};
+use crate::{CollectiveConfig, DType, Result, Unavailable};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -69,56 +69,46 @@ fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
 /// A CubeCL runtime that collectives run on, with the transport it uses by default.
 pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn default_transport() -> Arc<dyn Transport<Self>>;
-    /// The config a [`crate::Group`] on this runtime starts from.
-    fn default_config() -> CollectiveConfig {
-        CollectiveConfig::default()
-    }
-    /// Whether `device` can be used, checked before any runtime call that could panic.
-    fn check_device(device: &Self::Device) -> std::result::Result<(), String>;
-}
-
-impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
-    fn default_transport() -> Arc<dyn Transport<Self>> {
-        Arc::new(WgpuStagedCopy::default())
-    }
-
-    /// No sub-chunks: a wgpu transfer is a blocking read-back, which waits for every kernel
-    /// queued on the source, so sub-chunks add synchronisations without overlapping anything.
-    /// (Ring all-reduce of 64 MiB over 2 lavapipe devices: 75 ms unpipelined, 117 ms at depth 4.)
+    /// The config a [`crate::Group`] on this runtime starts from. No sub-chunks while the
+    /// default transport is synchronous: each transfer waits for every kernel queued on the
+    /// devices it joins, so sub-chunks would add synchronisations and overlap nothing. (Ring
+    /// all-reduce of 64 MiB over 2 lavapipe devices: 75 ms unpipelined, 117 ms at depth 4.)
+    /// The pipelined ring stays available through the config.
     fn default_config() -> CollectiveConfig {
         CollectiveConfig {
             pipeline_depth: 1,
             ..CollectiveConfig::default()
         }
     }
+    /// Whether `device` can be used, checked before any runtime call that could panic.
+    fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable>;
+}
 
-    fn check_device(_device: &Self::Device) -> std::result::Result<(), String> {
+impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
+    /// Synchronous: a wgpu transfer is a blocking read-back, which waits for every kernel
+    /// queued on the source.
+    fn default_transport() -> Arc<dyn Transport<Self>> {
+        Arc::new(WgpuStagedCopy::default())
+    }
+
+    fn check_device(_device: &Self::Device) -> std::result::Result<(), Unavailable> {
         Ok(()) // an unknown device makes the client panic, which `Group` turns into an error
     }
 }
 
 impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
+    /// Synchronous: each transfer waits for every kernel queued on both devices.
     fn default_transport() -> Arc<dyn Transport<Self>> {
         Arc::new(CudaPeerCopy::default())
     }
 
-    /// No sub-chunks while [`CudaPeerCopy`] is synchronous: each transfer waits for every
-    /// kernel queued on both devices, so sub-chunks would add synchronisations and overlap
-    /// nothing (as on wgpu). The pipelined ring stays available through the config.
-    fn default_config() -> CollectiveConfig {
-        CollectiveConfig {
-            pipeline_depth: 1,
-            ..CollectiveConfig::default()
-        }
-    }
-
-    fn check_device(device: &Self::Device) -> std::result::Result<(), String> {
-        let count = crate::probe::usable_cuda_devices()?.len();
-        if device.index >= count {
-            return Err(format!(
-                "CUDA device {} does not exist ({count} present)",
-                device.index
-            ));
+    fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable> {
+        let present = crate::probe::usable_cuda_devices()?.len();
+        if device.index >= present {
+            return Err(Unavailable::NoSuchCudaDevice {
+                index: device.index,
+                present,
+            });
         }
         Ok(())
     }

@@ -1,0 +1,156 @@
+//! Random draws. A `Replicated` draw (parameter init) is one draw on rank 0 from the inner
+//! backend's generator, shared by every rank: the values a one-device program gets from the same
+//! seed. A Bernoulli draw (a dropout mask) on a mesh of several ranks is pending until an op
+//! uses it: when the op's rule wants it as the blocks of a `Shard(d)` operand, each rank draws
+//! its block from its own stream of the mesh seed, so no rank draws or holds the whole mask;
+//! otherwise it is drawn whole. [`ShardedTensor::drawn`] is the one place a draw is taken.
+
+use crate::data::{replicated_from_first, share};
+use crate::exec::each_rank;
+use crate::kind::{FloatKind, IntKind, Kind};
+use crate::mesh::{mix, Mesh};
+use crate::placement::Placement;
+use crate::tensor::ShardedTensor;
+use burn_backend::{Backend, DType, Distribution, FloatDType, IntDType, Shape};
+use std::sync::{Mutex, OnceLock};
+
+/// A random float tensor (see the module docs for when it is drawn).
+pub(crate) fn random_float<B: Backend>(
+    shape: Shape,
+    distribution: Distribution,
+    mesh: &Mesh<B::Device>,
+    dtype: FloatDType,
+) -> ShardedTensor<B, FloatKind> {
+    if mesh.len() > 1 && matches!(distribution, Distribution::Bernoulli(_)) {
+        let draw = RankStreams {
+            shape: shape.clone(),
+            distribution,
+            dtype,
+            stream: mesh.next_stream(),
+        };
+        let pending = Pending::new(shape, DType::from(dtype), Box::new(draw));
+        return ShardedTensor::pending(pending, mesh.clone());
+    }
+    replicated_from_first(
+        B::float_random(shape, distribution, mesh.device(0), dtype),
+        mesh,
+    )
+}
+
+/// A `Replicated` random int tensor: one draw on rank 0, identical on every rank.
+pub(crate) fn random_int<B: Backend>(
+    shape: Shape,
+    distribution: Distribution,
+    mesh: &Mesh<B::Device>,
+    dtype: IntDType,
+) -> ShardedTensor<B, IntKind> {
+    replicated_from_first(
+        B::int_random(shape, distribution, mesh.device(0), dtype),
+        mesh,
+    )
+}
+
+/// Draws the parts of a pending tensor: `whole` as a `Replicated` value, or the blocks of
+/// `Shard(dim)` with the given sizes.
+pub(crate) trait Draw<B: Backend, K: Kind<B>>: Send + Sync {
+    fn whole(&self, mesh: &Mesh<B::Device>) -> Vec<K::P>;
+    fn blocks(&self, mesh: &Mesh<B::Device>, dim: usize, sizes: &[usize]) -> Vec<K::P>;
+}
+
+/// A draw not taken yet, shared by the clones of its tensor.
+pub(crate) struct Pending<B: Backend, K: Kind<B>> {
+    shape: Shape,
+    dtype: DType,
+    draw: Box<dyn Draw<B, K>>,
+    taken: OnceLock<(Vec<K::P>, Placement)>,
+}
+
+impl<B: Backend, K: Kind<B>> Pending<B, K> {
+    pub(crate) fn new(shape: Shape, dtype: DType, draw: Box<dyn Draw<B, K>>) -> Self {
+        Self {
+            shape,
+            dtype,
+            draw,
+            taken: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The parts and placement, once drawn.
+    pub(crate) fn taken(&self) -> Option<&(Vec<K::P>, Placement)> {
+        self.taken.get()
+    }
+
+    /// Draws (once; later calls return the first draw): as the blocks of `Shard(dim)` when
+    /// `blocks` gives sizes that add up to the length of `dim`, whole otherwise.
+    pub(crate) fn take(
+        &self,
+        mesh: &Mesh<B::Device>,
+        blocks: Option<(usize, &[usize])>,
+    ) -> &(Vec<K::P>, Placement) {
+        self.taken.get_or_init(|| match blocks {
+            Some((dim, sizes)) if self.shape.get(dim) == Some(&sizes.iter().sum()) => {
+                (self.draw.blocks(mesh, dim, sizes), Placement::Shard(dim))
+            }
+            _ => (self.draw.whole(mesh), Placement::Replicated),
+        })
+    }
+}
+
+/// A draw taken from the mesh's per-rank streams: stream `stream` for the draw, split by rank.
+struct RankStreams {
+    shape: Shape,
+    distribution: Distribution,
+    dtype: FloatDType,
+    stream: u64,
+}
+
+/// Rank `rank`'s stream of this draw; the whole draw uses one more.
+fn rank_seed(stream: u64, rank: usize) -> u64 {
+    mix(stream, rank as u64 + 1)
+}
+
+impl RankStreams {
+    /// Inner backends keep one generator per process: seeding it and drawing is one step, under
+    /// a lock, so that ranks drawing at once each get their own stream.
+    fn seeded<B: Backend>(
+        &self,
+        seed: u64,
+        shape: Shape,
+        device: &B::Device,
+    ) -> B::FloatTensorPrimitive {
+        static GENERATOR: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = GENERATOR.lock().unwrap_or_else(|p| p.into_inner());
+        B::seed(device, seed);
+        B::float_random(shape, self.distribution, device, self.dtype)
+    }
+}
+
+impl<B: Backend> Draw<B, FloatKind> for RankStreams {
+    fn whole(&self, mesh: &Mesh<B::Device>) -> Vec<B::FloatTensorPrimitive> {
+        let seed = rank_seed(self.stream, mesh.len());
+        let first = self.seeded::<B>(seed, self.shape.clone(), mesh.device(0));
+        share::<B, FloatKind>(first, mesh)
+    }
+
+    fn blocks(
+        &self,
+        mesh: &Mesh<B::Device>,
+        dim: usize,
+        sizes: &[usize],
+    ) -> Vec<B::FloatTensorPrimitive> {
+        let args: Vec<_> = (0..mesh.len()).map(|r| (r, sizes[r])).collect();
+        each_rank(mesh, args, |(rank, size)| {
+            let mut shape = self.shape.clone();
+            shape[dim] = size;
+            self.seeded::<B>(rank_seed(self.stream, rank), shape, mesh.device(rank))
+        })
+    }
+}

@@ -1,0 +1,241 @@
+//! The operands of an op: each holds one value per rank. A tensor, an optional tensor, a list of
+//! tensors, the mesh itself (for ops that create tensors), or quantization parameters; an op
+//! takes a tuple of them.
+
+use crate::kind::Kind;
+use crate::mesh::Mesh;
+use crate::redistribute::apply_want;
+use crate::rules::{Meta, Want};
+use crate::tensor::ShardedTensor;
+use crate::Sharded;
+use burn_backend::quantization::QuantizationParametersPrimitive;
+use burn_backend::{Backend, TensorPrimitive};
+use std::slice::Iter;
+
+/// One operand.
+pub(crate) trait Operand<B: Backend>: Sized {
+    /// What one rank gets.
+    type Local: Send;
+    fn mesh(&self) -> Option<&Mesh<B::Device>>;
+    /// Appends the metas of its tensors (none for an absent optional tensor or the mesh).
+    fn metas(&self, out: &mut Vec<Meta>);
+    /// Redistributes its tensors, taking one want per tensor.
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
+    fn split(self, ranks: usize) -> Vec<Self::Local>;
+}
+
+fn next<'a>(wants: &mut Iter<'a, Want>) -> &'a Want {
+    wants.next().expect("a rule gives one want per operand")
+}
+
+impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
+    type Local = K::P;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        Some(&self.mesh)
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        out.push(Meta::of(self));
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        apply_want(self, next(wants))
+    }
+    fn split(self, _ranks: usize) -> Vec<K::P> {
+        self.into_parts()
+    }
+}
+
+impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
+    type Local = Option<T::Local>;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        self.as_ref().and_then(T::mesh)
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        if let Some(t) = self {
+            t.metas(out);
+        }
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        self.map(|t| t.apply(wants))
+    }
+    fn split(self, ranks: usize) -> Vec<Self::Local> {
+        match self {
+            Some(t) => t.split(ranks).into_iter().map(Some).collect(),
+            None => (0..ranks).map(|_| None).collect(),
+        }
+    }
+}
+
+impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
+    type Local = Vec<T::Local>;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        self.iter().find_map(T::mesh)
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        self.iter().for_each(|t| t.metas(out));
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        self.into_iter().map(|t| t.apply(wants)).collect()
+    }
+    fn split(self, ranks: usize) -> Vec<Self::Local> {
+        let mut out: Vec<Vec<T::Local>> =
+            (0..ranks).map(|_| Vec::with_capacity(self.len())).collect();
+        for t in self {
+            for (r, part) in t.split(ranks).into_iter().enumerate() {
+                out[r].push(part);
+            }
+        }
+        out
+    }
+}
+
+/// A pair of results fed to the next step of a reduction (values and their indices).
+impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
+    type Local = (X::Local, Y::Local);
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        self.0.mesh().or(self.1.mesh())
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        self.0.metas(out);
+        self.1.metas(out);
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        let x = self.0.apply(wants);
+        (x, self.1.apply(wants))
+    }
+    fn split(self, ranks: usize) -> Vec<Self::Local> {
+        self.0
+            .split(ranks)
+            .into_iter()
+            .zip(self.1.split(ranks))
+            .collect()
+    }
+}
+
+/// The mesh of an op that creates a tensor: each rank gets its device.
+impl<B: Backend> Operand<B> for &Mesh<B::Device> {
+    type Local = B::Device;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        Some(self)
+    }
+    fn metas(&self, _: &mut Vec<Meta>) {}
+    fn apply(self, _: &mut Iter<'_, Want>) -> Self {
+        self
+    }
+    fn split(self, _ranks: usize) -> Vec<B::Device> {
+        self.devices().to_vec()
+    }
+}
+
+impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
+    type Local = TensorPrimitive<B>;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        match self {
+            TensorPrimitive::Float(t) => Some(&t.mesh),
+            TensorPrimitive::QFloat(t) => Some(&t.mesh),
+        }
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        match self {
+            TensorPrimitive::Float(t) => t.metas(out),
+            TensorPrimitive::QFloat(t) => t.metas(out),
+        }
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        match self {
+            TensorPrimitive::Float(t) => TensorPrimitive::Float(t.apply(wants)),
+            TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.apply(wants)),
+        }
+    }
+    fn split(self, ranks: usize) -> Vec<TensorPrimitive<B>> {
+        match self {
+            TensorPrimitive::Float(t) => Operand::<B>::split(t, ranks)
+                .into_iter()
+                .map(TensorPrimitive::Float)
+                .collect(),
+            TensorPrimitive::QFloat(t) => Operand::<B>::split(t, ranks)
+                .into_iter()
+                .map(TensorPrimitive::QFloat)
+                .collect(),
+        }
+    }
+}
+
+impl<B: Backend> Operand<B> for QuantizationParametersPrimitive<Sharded<B>> {
+    type Local = QuantizationParametersPrimitive<B>;
+    fn mesh(&self) -> Option<&Mesh<B::Device>> {
+        Some(&self.scales.mesh)
+    }
+    fn metas(&self, out: &mut Vec<Meta>) {
+        self.scales.metas(out);
+    }
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+        Self {
+            scales: self.scales.apply(wants),
+        }
+    }
+    fn split(self, ranks: usize) -> Vec<Self::Local> {
+        let parts = Operand::<B>::split(self.scales, ranks);
+        parts
+            .into_iter()
+            .map(|scales| QuantizationParametersPrimitive { scales })
+            .collect()
+    }
+}
+
+/// All operands of an op, as a tuple.
+pub(crate) trait Operands<B: Backend>: Sized {
+    type Local: Send;
+    /// The mesh every operand lives on; operands from two meshes are a usage error.
+    fn mesh(&self, op: &str) -> Mesh<B::Device>;
+    fn metas(&self) -> Vec<Meta>;
+    fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
+    fn split(self, ranks: usize) -> Vec<Self::Local>;
+}
+
+fn common_mesh<D: core::fmt::Debug>(meshes: &[Option<&Mesh<D>>], op: &str) -> Mesh<D> {
+    let mut found = meshes.iter().flatten();
+    let first = *found
+        .next()
+        .unwrap_or_else(|| panic!("firemesh: {op} got no tensor or mesh argument"));
+    if let Some(other) = found.find(|m| **m != first) {
+        panic!("firemesh: {op} got tensors from two different meshes: {first:?} and {other:?}; move one with `to_device` first");
+    }
+    first.clone()
+}
+
+macro_rules! tuple_operands {
+    ($($t:ident),+) => {
+        #[allow(non_snake_case)]
+        impl<B: Backend, $($t: Operand<B>),+> Operands<B> for ($($t,)+) {
+            type Local = ($($t::Local,)+);
+            fn mesh(&self, op: &str) -> Mesh<B::Device> {
+                let ($($t,)+) = self;
+                common_mesh(&[$($t.mesh()),+], op)
+            }
+            fn metas(&self) -> Vec<Meta> {
+                let ($($t,)+) = self;
+                let mut out = Vec::new();
+                $($t.metas(&mut out);)+
+                out
+            }
+            fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
+                let ($($t,)+) = self;
+                ($($t.apply(wants),)+)
+            }
+            fn split(self, ranks: usize) -> Vec<Self::Local> {
+                let ($($t,)+) = self;
+                $(let mut $t = $t.split(ranks).into_iter();)+
+                (0..ranks)
+                    .map(|_| ($($t.next().expect("one part per rank"),)+))
+                    .collect()
+            }
+        }
+    };
+}
+
+tuple_operands!(A);
+tuple_operands!(A, C);
+tuple_operands!(A, C, D);
+tuple_operands!(A, C, D, E);
+tuple_operands!(A, C, D, E, F);
+tuple_operands!(A, C, D, E, F, G);

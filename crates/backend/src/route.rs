@@ -1,0 +1,203 @@
+//! The one route for sums and gathers of parts across the ranks of a mesh, used by
+//! redistribution (`Partial`→`Replicated`, `Shard`→`Replicated`) and by read-back alike:
+//! - every rank on one device: summed or concatenated in place, the result shared;
+//! - float parts on several devices: through the collective group registered on the mesh
+//!   ([`Mesh::use_collectives`], e.g. a `firemesh_collective::Group` reducing in device memory
+//!   with our CubeCL kernels), or else a `firemesh_collective::PortableGroup`;
+//! - other kinds on several devices: through host memory.
+
+use crate::kind::{FloatKind, Kind};
+use crate::mesh::Mesh;
+use crate::stats;
+use burn_backend::{Backend, Shape, TensorMetadata, TensorPrimitive};
+use burn_tensor::Tensor;
+use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollectives};
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
+/// The path a sum or gather of parts took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Route {
+    /// Every rank on one device: in place, no copy.
+    OneDevice,
+    /// The collective group registered on the mesh.
+    MeshGroup,
+    /// firemesh-collective's portable group (Burn tensor ops; host copies between devices).
+    PortableGroup,
+    /// Int and bool parts between devices: through host memory.
+    ThroughHost,
+}
+
+/// Which ranks need the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum To {
+    EveryRank,
+    /// Rank 0 only (reading a value back): the result is one part.
+    FirstRank,
+}
+
+/// Sum and gather of one flat float tensor per rank, each on its rank's device: what a mesh
+/// needs from a collective group ([`Mesh::use_collectives`]).
+pub trait MeshCollectives<B: Backend>: Send + Sync + 'static {
+    fn sum(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
+    fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
+}
+
+impl<B: Backend, G: TensorCollectives<B> + Send + Sync + 'static> MeshCollectives<B> for G {
+    fn sum(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
+        self.all_reduce_tensors(parts, ReduceOp::Sum)
+    }
+    fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
+        self.all_gather_tensors(parts)
+    }
+}
+
+/// The sum of the parts (one addend per rank, one shape), summed in rank order so that every
+/// rank holds the same bits.
+pub(crate) fn sum<B: Backend, K: Kind<B>>(
+    parts: Vec<K::P>,
+    mesh: &Mesh<B::Device>,
+    to: To,
+) -> Vec<K::P> {
+    match route::<B, K>(mesh).1 {
+        Way::Moves => {
+            let home = mesh.device(0);
+            let mut it = parts.into_iter().map(|p| K::move_to(p, home));
+            let first = it.next().expect("a mesh has at least one rank");
+            deliver::<B, K>(it.fold(first, K::add), mesh, to)
+        }
+        Way::Group(group) => {
+            let shape = parts[0].shape();
+            let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, shape.num_elements()));
+            let sums = group_call("all-reduce", group.sum(flats.collect()));
+            let sums = sums
+                .into_iter()
+                .map(|t| B::float_reshape(unflat(t), shape.clone()));
+            kind_parts::<B, K>(take(sums, to))
+        }
+    }
+}
+
+/// The parts (blocks along `dim`) concatenated.
+pub(crate) fn gather<B: Backend, K: Kind<B>>(
+    parts: Vec<K::P>,
+    dim: usize,
+    mesh: &Mesh<B::Device>,
+    to: To,
+) -> Vec<K::P> {
+    match route::<B, K>(mesh) {
+        (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
+        (_, Way::Moves) => {
+            let devices = match to {
+                To::EveryRank => mesh.devices(),
+                To::FirstRank => &mesh.devices()[..1],
+            };
+            let on = |d: &B::Device| {
+                K::cat(
+                    parts.iter().map(|p| K::move_to(p.clone(), d)).collect(),
+                    dim,
+                )
+            };
+            devices.iter().map(on).collect()
+        }
+        (_, Way::Group(group)) => {
+            // The sharded dim goes first, so that the flat blocks concatenate in order.
+            let parts: Vec<_> = float_parts::<B, K>(parts)
+                .map(|p| B::float_swap_dims(p, 0, dim))
+                .collect();
+            let mut shape = parts[0].shape();
+            shape[0] = parts.iter().map(|p| p.shape()[0]).sum();
+            let flats = parts.into_iter().map(|p| {
+                let len = p.shape().num_elements();
+                flat::<B>(p, len)
+            });
+            let wholes = group_call("all-gather", group.gather(flats.collect()));
+            let wholes = wholes
+                .into_iter()
+                .map(|t| B::float_swap_dims(B::float_reshape(unflat(t), shape.clone()), 0, dim));
+            kind_parts::<B, K>(take(wholes, to))
+        }
+    }
+}
+
+/// How parts on a mesh are summed or gathered.
+enum Way<B: Backend> {
+    /// On their devices' host-side handles: in place on one device, through host memory
+    /// between devices.
+    Moves,
+    Group(Arc<dyn MeshCollectives<B>>),
+}
+
+/// The route for `K` parts on `mesh` (counted).
+fn route<B: Backend, K: Kind<B>>(mesh: &Mesh<B::Device>) -> (Route, Way<B>) {
+    let float = TypeId::of::<K>() == TypeId::of::<FloatKind>();
+    let (route, way) = match (mesh.single_device(), float, mesh.collectives::<B>()) {
+        (true, _, _) => (Route::OneDevice, Way::Moves),
+        (false, false, _) => (Route::ThroughHost, Way::Moves),
+        (false, true, Some(group)) => (Route::MeshGroup, Way::Group(group)),
+        (false, true, None) => {
+            let portable = PortableGroup::<B>::new_shared(mesh.devices().to_vec())
+                .expect("a mesh has at least one rank");
+            (Route::PortableGroup, Way::Group(Arc::new(portable)))
+        }
+    };
+    stats::route(route);
+    (route, way)
+}
+
+/// One result for every rank (the same handle where ranks share a device, a copy otherwise),
+/// or for rank 0 only.
+fn deliver<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>, to: To) -> Vec<K::P> {
+    match to {
+        To::FirstRank => vec![whole],
+        To::EveryRank => mesh
+            .devices()
+            .iter()
+            .map(|d| K::move_to(whole.clone(), d))
+            .collect(),
+    }
+}
+
+fn take<T>(all: impl Iterator<Item = T>, to: To) -> Vec<T> {
+    match to {
+        To::EveryRank => all.collect(),
+        To::FirstRank => all.take(1).collect(),
+    }
+}
+
+fn flat<B: Backend>(p: B::FloatTensorPrimitive, len: usize) -> Tensor<B, 1> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::float_reshape(
+        p,
+        Shape::new([len]),
+    )))
+}
+
+fn unflat<B: Backend>(t: Tensor<B, 1>) -> B::FloatTensorPrimitive {
+    t.into_primitive().tensor()
+}
+
+fn group_call<T>(what: &str, result: Result<T, CollectiveError>) -> T {
+    result.unwrap_or_else(|e| panic!("firemesh: {what} across the mesh failed: {e}"))
+}
+
+/// `K` parts as float parts; only called on the group routes, which `route` takes for
+/// `FloatKind` alone.
+fn float_parts<B: Backend, K: Kind<B>>(
+    parts: Vec<K::P>,
+) -> impl Iterator<Item = B::FloatTensorPrimitive> {
+    parts.into_iter().map(cast::<K::P, B::FloatTensorPrimitive>)
+}
+
+fn kind_parts<B: Backend, K: Kind<B>>(parts: Vec<B::FloatTensorPrimitive>) -> Vec<K::P> {
+    parts
+        .into_iter()
+        .map(cast::<B::FloatTensorPrimitive, K::P>)
+        .collect()
+}
+
+fn cast<From: 'static, To: 'static>(x: From) -> To {
+    match (Box::new(x) as Box<dyn Any>).downcast::<To>() {
+        Ok(x) => *x,
+        Err(_) => unreachable!("the group routes carry float parts only"),
+    }
+}

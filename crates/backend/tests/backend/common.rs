@@ -1,0 +1,253 @@
+//! Shared by the op and training tests: the reference backend, meshes of N CPU ranks, inputs
+//! put into every placement, and a comparison with a relative tolerance.
+#![allow(dead_code)]
+
+use burn::backend::ndarray::NdArrayDevice;
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor, TensorData};
+use firemesh_backend::{from_parts, redistribute, Mesh, MeshBackend, Placement, Sharded};
+
+pub type Ref = NdArray<f32>;
+pub type S = Sharded<Ref>;
+pub type RefAd = Autodiff<Ref>;
+pub type SAd = Autodiff<S>;
+
+pub type Dev = NdArrayDevice;
+pub const CPU: NdArrayDevice = NdArrayDevice::Cpu;
+
+pub fn mesh(ranks: usize) -> Mesh<NdArrayDevice> {
+    Mesh::replicate(CPU, ranks).expect("a valid mesh")
+}
+
+/// How a test input is put on the mesh: a placement, or `Shard(d)` with the last rank's
+/// block empty (what a loader's last batch can leave a rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Replicated,
+    Partial,
+    Shard(usize),
+    ShardEmptyLast(usize),
+}
+
+/// The layouts a `rank`-dim input can take: every placement (shardings of dims shorter than
+/// `ranks` skipped), and on two ranks or more each sharding with an empty last block.
+pub fn placements(shape: &[usize], ranks: usize) -> Vec<Layout> {
+    let mut out = vec![Layout::Replicated, Layout::Partial];
+    for (d, len) in shape.iter().enumerate().take(2) {
+        if *len >= ranks {
+            out.push(Layout::Shard(d));
+        }
+        if ranks > 1 && *len >= ranks - 1 {
+            out.push(Layout::ShardEmptyLast(d));
+        }
+    }
+    out
+}
+
+/// `t` on the mesh laid out as `layout`. A `Partial` value is split into N addends that are
+/// not trivial: rank r holds the elements whose flat index is r mod N.
+pub fn lift<Bk, const D: usize>(
+    t: &Tensor<Ref, D>,
+    mesh: &Mesh<NdArrayDevice>,
+    layout: Layout,
+) -> Tensor<Bk, D>
+where
+    Bk: MeshBackend<Inner = Ref>,
+{
+    let data = t.to_data();
+    let n = mesh.len();
+    let p = match layout {
+        Layout::Replicated => Placement::Replicated,
+        Layout::Partial => Placement::Partial,
+        Layout::Shard(d) => Placement::Shard(d),
+        Layout::ShardEmptyLast(d) if d < D && n > 1 => {
+            let len = t.dims()[d];
+            let mut start = 0;
+            let parts = (0..n)
+                .map(|r| {
+                    let rows = if r + 1 == n {
+                        0
+                    } else {
+                        len / (n - 1) + usize::from(r < len % (n - 1))
+                    };
+                    start += rows;
+                    if rows == 0 {
+                        let mut shape = t.dims();
+                        shape[d] = 0;
+                        Tensor::zeros(shape, &CPU)
+                    } else {
+                        t.clone().narrow(d, start - rows, rows)
+                    }
+                })
+                .collect();
+            return from_parts::<Bk, D>(mesh, parts, Placement::Shard(d)).expect("valid blocks");
+        }
+        Layout::ShardEmptyLast(_) => Placement::Replicated,
+    };
+    if p == Placement::Partial {
+        let values: Vec<f32> = data.iter::<f32>().collect();
+        let parts = (0..n)
+            .map(|r| {
+                let v: Vec<f32> = values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if i % n == r { *x } else { 0.0 })
+                    .collect();
+                Tensor::<Ref, D>::from_data(TensorData::new(v, data.shape.clone()), &CPU)
+            })
+            .collect();
+        return from_parts::<Bk, D>(mesh, parts, p).expect("valid parts");
+    }
+    let whole = Tensor::<Bk, D>::from_data(data, mesh);
+    if p == Placement::Replicated || usable(p, &t.dims(), mesh.len()) {
+        redistribute(whole, p)
+    } else {
+        whole
+    }
+}
+
+fn usable(p: Placement, dims: &[usize], ranks: usize) -> bool {
+    match p {
+        Placement::Shard(d) => dims.get(d).is_some_and(|l| *l >= ranks),
+        _ => true,
+    }
+}
+
+/// Asserts `got` equals `want` within `rel` relative tolerance (exactly for ints and bools).
+pub fn assert_close(got: TensorData, want: TensorData, rel: f64, ctx: &str) {
+    assert_eq!(got.shape, want.shape, "{ctx}: shape");
+    if want.dtype == DType::Bool(burn::tensor::BoolStore::Native)
+        || matches!(want.dtype, DType::Bool(_))
+    {
+        assert_eq!(
+            got.to_vec::<bool>().ok(),
+            want.to_vec::<bool>().ok(),
+            "{ctx}: values"
+        );
+        return;
+    }
+    let g: Vec<f64> = got.convert::<f64>().to_vec().expect("numeric");
+    let w: Vec<f64> = want.convert::<f64>().to_vec().expect("numeric");
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let tol = rel * b.abs().max(1.0);
+        assert!(
+            (a - b).abs() <= tol || (a.is_nan() && b.is_nan()),
+            "{ctx}: element {i}: got {a}, want {b}"
+        );
+    }
+}
+
+/// Seeded uniform data in [-1, 1) of `shape` on the reference backend.
+pub fn rand<const D: usize>(shape: [usize; D], seed: u64) -> Tensor<Ref, D> {
+    let n: usize = shape.iter().product();
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_data(TensorData::new(v, shape), &CPU)
+}
+
+/// Runs `$body` on the reference backend and on `Sharded` meshes of 1..=4 ranks with every
+/// placement of the first input (the other inputs either `Replicated` or placed alike), and
+/// compares. Returns the number of fallbacks counted over all runs.
+#[macro_export]
+macro_rules! check_op {
+    ($name:expr, [$first:ident $(, $rest:ident)*], $body:expr) => {
+        check_op!($name, [$first $(, $rest)*], _dev, $body)
+    };
+    ($name:expr, [$first:ident $(, $rest:ident)*], $dev:ident, $body:expr) => {{
+        let want = {
+            let $first = $first.clone();
+            let $dev = $first.device();
+            $(let $rest = $rest.clone();)*
+            $body.into_data()
+        };
+        let mut fallbacks = 0u64;
+        for ranks in 1..=4 {
+            let mesh = common::mesh(ranks);
+            for p in common::placements(&$first.dims(), ranks) {
+                for same in [false, true] {
+                    let q = if same { p } else { common::Layout::Replicated };
+                    let (got, counts) = firemesh_backend::stats::count(|| {
+                        let $first = common::lift::<common::S, _>(&$first, &mesh, p);
+                        let $dev = $first.device();
+                        $(let $rest = common::lift::<common::S, _>(&$rest, &mesh, q);)*
+                        $body.into_data()
+                    });
+                    let ctx = format!("{} with N={ranks}, first {p:?}, rest {q:?}", $name);
+                    common::assert_close(got, want.clone(), 1e-5, &ctx);
+                    fallbacks += counts.total_fallbacks();
+                }
+            }
+        }
+        fallbacks
+    }};
+}
+
+/// Every float parameter, flattened, in visiting order.
+struct Params(Vec<Vec<f32>>);
+
+impl<B: Backend> ModuleVisitor<B> for Params {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let data = param.val().into_data().convert::<f32>();
+        self.0.push(data.to_vec().expect("f32 data"));
+    }
+}
+
+pub fn params<B: Backend, M: Module<B>>(m: &M) -> Vec<Vec<f32>> {
+    let mut v = Params(Vec::new());
+    m.visit(&mut v);
+    v.0
+}
+
+/// NdArray's generator and the meshes' random streams are one per process: tests that seed
+/// them and draw run one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Builds the reference and the sharded model from the same random draws. NdArray's generator
+/// is global and both backends draw from it, so the inits hold a lock and reseed it.
+/// Burn initializes parameters lazily, so both are visited (which draws them) under the lock.
+pub fn same_init<A: Module<RefAd>, C: Module<SAd>>(
+    seed: u64,
+    reference: impl FnOnce() -> A,
+    sharded: impl FnOnce() -> C,
+) -> (A, C) {
+    let _guard = serial();
+    RefAd::seed(&CPU, seed);
+    let a = reference();
+    params(&a);
+    RefAd::seed(&CPU, seed);
+    let c = sharded();
+    params(&c);
+    (a, c)
+}
+
+/// The largest difference between two parameter lists, relative to magnitudes above 1.
+pub fn largest_difference(got: &[Vec<f32>], want: &[Vec<f32>]) -> f32 {
+    assert_eq!(got.len(), want.len());
+    let mut worst = 0f32;
+    for (g, w) in got.iter().zip(want) {
+        for (a, b) in g.iter().zip(w) {
+            worst = worst.max((a - b).abs() / b.abs().max(1.0));
+        }
+    }
+    worst
+}
+
+pub fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
+    let worst = largest_difference(got, want);
+    println!("largest parameter difference: {worst:e}");
+    assert!(worst <= tol, "parameters differ by {worst}");
+}

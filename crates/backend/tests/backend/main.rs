@@ -1,0 +1,15 @@
+//! The tests of `Sharded<B>`, in one binary (one link of the Burn stack instead of one per file).
+
+#[macro_use]
+mod common;
+
+mod api;
+mod empty_blocks;
+mod errors;
+mod gradients;
+mod learner;
+mod ops;
+mod random;
+mod table;
+mod training;
+mod wgpu;

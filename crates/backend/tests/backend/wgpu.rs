@@ -1,0 +1,205 @@
+//! `Sharded<Wgpu>` over separate lavapipe clients (each rank its own memory): a subset of the
+//! ops and a gradient, compared with NdArray. Data moves between ranks through host memory
+//! and sums go through firemesh-collective.
+
+use crate::common;
+
+use burn::tensor::{activation, Tensor};
+use burn_wgpu::{Wgpu, WgpuDevice};
+use common::{assert_close, rand, CPU};
+use firemesh_backend::{
+    placement, redistribute, shard, to_inner, MeshError, Placement, Route, Sharded,
+};
+
+type W = Sharded<Wgpu>;
+type WAd = burn::backend::Autodiff<W>;
+
+/// The wgpu tests run one at a time: they run Burn tensor ops and our collectives on one shared
+/// pool of devices (see the collective crate's test suite for why those are kept apart).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn devices(n: usize) -> Option<Vec<WgpuDevice>> {
+    match firemesh_collective::wgpu_devices::wgpu_devices(n) {
+        Ok(d) => Some(d),
+        Err(reason) if std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
+            panic!("FIREMESH_REQUIRE_WGPU=1 but no wgpu adapter: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED: no wgpu adapter ({reason})");
+            None
+        }
+    }
+}
+
+#[test]
+fn ops_on_separate_wgpu_clients_match_ndarray() {
+    let _wgpu = one_at_a_time();
+    let x = rand([6, 5], 1);
+    let w = rand([5, 4], 2);
+    let row = rand([1, 4], 3);
+    let want_h = (x.clone().matmul(w.clone()) + row.clone()).exp();
+    let want_gram = x.clone().transpose().matmul(x.clone());
+    let want_soft = activation::softmax(x.clone(), 1);
+    let want_arg = x.clone().argmax(0);
+    for n in [2, 3] {
+        let Some(devices) = devices(n) else { return };
+        let mesh = W::mesh(devices).expect("lavapipe clients work");
+        let dev0 = mesh.device(0).clone();
+        let xs = shard(Tensor::<W, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+        let ws = Tensor::<W, 2>::from_data(w.to_data(), &mesh);
+        let rs = Tensor::<W, 2>::from_data(row.to_data(), &mesh);
+
+        let h = (xs.clone().matmul(ws) + rs).exp();
+        assert_eq!(placement(&h), Placement::Shard(0));
+        assert_close(
+            to_inner(h, &dev0).into_data(),
+            want_h.to_data(),
+            1e-5,
+            "matmul+row+exp",
+        );
+
+        let gram = xs.clone().transpose().matmul(xs.clone());
+        assert_eq!(placement(&gram), Placement::Partial);
+        let gram = redistribute(gram, Placement::Replicated);
+        assert_close(
+            to_inner(gram, &dev0).into_data(),
+            want_gram.to_data(),
+            1e-5,
+            "x^T x all-reduced",
+        );
+
+        let soft = activation::softmax(xs.clone(), 1);
+        assert_close(soft.into_data(), want_soft.to_data(), 1e-5, "softmax");
+        assert_close(
+            xs.argmax(0).into_data(),
+            want_arg.to_data(),
+            0.0,
+            "argmax over the shards",
+        );
+    }
+}
+
+/// With a `firemesh_collective::Group` registered, sums and gathers across the clients run in
+/// device memory with the CubeCL kernels.
+#[test]
+fn redistribution_through_the_cubecl_group() {
+    let _wgpu = one_at_a_time();
+    let x = rand([6, 5], 7);
+    let want_gram = x.clone().transpose().matmul(x.clone());
+    let Some(devices) = devices(3) else { return };
+    let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
+    let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();
+    mesh.use_collectives::<Wgpu>(group);
+    let (gram, counts) = firemesh_backend::stats::count(|| {
+        let xs = shard(Tensor::<W, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+        let gram = redistribute(
+            xs.clone().transpose().matmul(xs.clone()),
+            Placement::Replicated,
+        );
+        let whole = redistribute(xs, Placement::Replicated);
+        assert_close(whole.into_data(), x.to_data(), 0.0, "all-gathered rows");
+        gram
+    });
+    assert_eq!(counts.route(Route::MeshGroup), 2, "{counts:?}");
+    assert_eq!(counts.route(Route::PortableGroup), 0, "{counts:?}");
+    assert_close(
+        gram.into_data(),
+        want_gram.to_data(),
+        1e-5,
+        "x^T x all-reduced on the devices",
+    );
+}
+
+#[test]
+fn gradients_on_separate_wgpu_clients_match_ndarray() {
+    let _wgpu = one_at_a_time();
+    let x = rand([6, 3], 4);
+    let w = rand([3, 2], 5);
+    let (want_gx, want_gw) = {
+        let xr = Tensor::<common::RefAd, 2>::from_data(x.to_data(), &CPU).require_grad();
+        let wr = Tensor::<common::RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
+        let g = xr
+            .clone()
+            .matmul(wr.clone())
+            .tanh()
+            .powf_scalar(2.0)
+            .mean()
+            .backward();
+        (
+            xr.grad(&g).unwrap().into_data(),
+            wr.grad(&g).unwrap().into_data(),
+        )
+    };
+    let Some(devices) = devices(3) else { return };
+    let mesh = W::mesh(devices).expect("lavapipe clients work");
+    let xs = shard(Tensor::<WAd, 2>::from_data(x.to_data(), &mesh), 0)
+        .unwrap()
+        .require_grad();
+    let ws = Tensor::<WAd, 2>::from_data(w.to_data(), &mesh).require_grad();
+    let g = xs
+        .clone()
+        .matmul(ws.clone())
+        .tanh()
+        .powf_scalar(2.0)
+        .mean()
+        .backward();
+    let (gx, gw) = (xs.grad(&g).unwrap(), ws.grad(&g).unwrap());
+    assert_eq!(placement(&gw), Placement::Partial);
+    assert_close(gx.into_data(), want_gx, 1e-5, "input gradient");
+    assert_close(gw.into_data(), want_gw, 1e-5, "weight gradient");
+}
+
+#[test]
+fn a_missing_wgpu_device_is_an_error() {
+    let _wgpu = one_at_a_time();
+    if devices(1).is_none() {
+        return;
+    }
+    let err = W::mesh(vec![WgpuDevice::Existing(9_999)]).unwrap_err();
+    assert!(
+        matches!(err, MeshError::DeviceMissing { rank: 0, .. }),
+        "{err}"
+    );
+    println!("{err}");
+}
+
+/// A block left empty (2 rows over 3 separate devices) goes through the CubeCL group's gathers
+/// and sums, and through ops that skip it, with the values of one device.
+#[test]
+fn an_empty_block_on_separate_wgpu_clients() {
+    let _wgpu = one_at_a_time();
+    let x = rand([2, 3], 9);
+    let want_gram = x.clone().transpose().matmul(x.clone());
+    let want_max = x.clone().max_dim(0);
+    let Some(devices) = devices(3) else { return };
+    let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
+    let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();
+    mesh.use_collectives::<Wgpu>(group);
+    let xs = redistribute(
+        Tensor::<W, 2>::from_data(x.to_data(), &mesh),
+        Placement::Shard(0),
+    );
+    let rows: Vec<usize> = firemesh_backend::shards(xs.clone())
+        .iter()
+        .map(|b| b.dims()[0])
+        .collect();
+    assert_eq!(rows, [1, 1, 0]);
+    let (_, counts) = firemesh_backend::stats::count(|| {
+        let gram = xs.clone().transpose().matmul(xs.clone());
+        assert_close(gram.into_data(), want_gram.to_data(), 1e-5, "x^T x");
+        assert_close(
+            xs.clone().max_dim(0).into_data(),
+            want_max.to_data(),
+            0.0,
+            "max_dim",
+        );
+        let whole = redistribute(xs.clone(), Placement::Replicated);
+        assert_close(whole.into_data(), x.to_data(), 0.0, "gathered");
+    });
+    assert_eq!(counts.total_fallbacks(), 0, "{counts:?}");
+    assert!(counts.route(Route::MeshGroup) >= 3, "{counts:?}");
+    assert_eq!(counts.route(Route::PortableGroup), 0, "{counts:?}");
+}

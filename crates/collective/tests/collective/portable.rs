@@ -1,0 +1,136 @@
+//! The collective suite on the portable path: plain Burn tensor ops on NdArray (every rank on
+//! one device) and on burn-wgpu over separate lavapipe clients (every move between ranks goes
+//! through host memory).
+
+use crate::common;
+
+use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_tensor::{backend::Backend, Tensor, TensorData};
+use common::Harness;
+use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup};
+
+type B = NdArray<f32>;
+
+/// [`PortableGroup`] over the devices that `devices(n)` gives (`None`: skip).
+struct Portable<B: Backend> {
+    devices: fn(usize) -> Option<Vec<B::Device>>,
+}
+
+const NDARRAY: Portable<B> = Portable {
+    devices: |n| Some(vec![NdArrayDevice::Cpu; n]),
+};
+
+impl<B: Backend> Harness for Portable<B> {
+    type G = PortableGroup<B>;
+
+    fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
+        let devices = (self.devices)(n)?;
+        Some(
+            PortableGroup::new_shared(devices)
+                .unwrap()
+                .with_config(config),
+        )
+    }
+
+    fn dtypes(&self, g: &Self::G) -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|&d| B::supports_dtype(&g.devices()[0], d.to_burn()))
+            .collect()
+    }
+
+    fn upload(&self, g: &Self::G, rank: usize, dtype: DType, values: &[f64]) -> Tensor<B, 1> {
+        let data = TensorData::new(common::round_to(dtype, values), [values.len()]);
+        // The dtype must be named: from a device alone, Burn makes its default float (f32).
+        Tensor::<B, 1>::from_data(data, (&g.devices()[rank], dtype.to_burn()))
+    }
+
+    fn download(&self, _g: &Self::G, buf: &Tensor<B, 1>) -> Vec<f64> {
+        buf.clone()
+            .into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .unwrap()
+    }
+}
+
+#[test]
+fn every_op_dtype_and_length_for_1_to_8_ranks() {
+    common::run_matrix(&NDARRAY, 8);
+}
+
+#[test]
+fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
+    common::run_rounding(&NDARRAY, 3, 10_007);
+}
+
+#[test]
+fn four_million_elements() {
+    common::run_large(&NDARRAY, 4, 4 * 1024 * 1024 + 3, DType::F32);
+    let _wgpu = common::burn_on_wgpu();
+    // NdArray holds no half types; f16 runs across wgpu devices (WGSL has no bf16).
+    common::run_large(&WGPU, 3, 4 * 1024 * 1024 + 1, DType::F16);
+}
+
+#[test]
+fn every_tensor_collective_on_ndarray() {
+    for n in [1, 3, 4] {
+        let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap();
+        common::check_tensor_ops::<B, _>(&g, &vec![NdArrayDevice::Cpu; n]);
+    }
+}
+
+#[test]
+fn one_device_sum_leaves_tensors_the_caller_kept_unchanged() {
+    // Ranks on one device are summed into rank 0's buffer in place when it is uniquely owned;
+    // a clone the caller kept must still read as the input (Burn tensors are values).
+    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
+    let inputs: Vec<Vec<f64>> = (0..3).map(|r| common::integer_input(r, 1000)).collect();
+    let mut bufs: Vec<Tensor<B, 1>> = (0..3)
+        .map(|r| NDARRAY.upload(&g, r, DType::F32, &inputs[r]))
+        .collect();
+    let kept = bufs.clone();
+    g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
+        .unwrap();
+    let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
+    for (r, (b, k)) in bufs.iter().zip(&kept).enumerate() {
+        assert_eq!(NDARRAY.download(&g, b), want, "rank {r}");
+        assert_eq!(NDARRAY.download(&g, k), inputs[r], "kept input of rank {r}");
+    }
+}
+
+/// Separate wgpu devices: every send is a host round trip, which must keep the dtype.
+const WGPU: Portable<burn_wgpu::Wgpu> = Portable {
+    devices: common::wgpu_or_skip,
+};
+
+#[test]
+fn every_op_dtype_and_length_across_separate_wgpu_devices() {
+    let _wgpu = common::burn_on_wgpu();
+    common::run_matrix(&WGPU, 3);
+}
+
+#[test]
+fn half_types_keep_their_dtype_across_separate_wgpu_devices() {
+    let _wgpu = common::burn_on_wgpu();
+    let Some(g) = WGPU.group(2, CollectiveConfig::default()) else {
+        return;
+    };
+    for dtype in WGPU.dtypes(&g) {
+        let inputs: Vec<Vec<f64>> = (0..2).map(|r| common::integer_input(r, 1001)).collect();
+        let mut bufs: Vec<_> = (0..2)
+            .map(|r| WGPU.upload(&g, r, dtype, &inputs[r]))
+            .collect();
+        g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
+            .unwrap();
+        let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
+        for b in &bufs {
+            assert_eq!(
+                b.dtype(),
+                dtype.to_burn(),
+                "the result keeps the inputs' dtype"
+            );
+            assert_eq!(WGPU.download(&g, b), want, "{dtype:?}");
+        }
+    }
+}

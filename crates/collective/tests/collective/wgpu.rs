@@ -1,0 +1,68 @@
+//! The collective suite on CubeCL kernels, over N separate wgpu clients (lavapipe in CI).
+
+use crate::common;
+
+use common::{DeviceHarness, Harness};
+use cubecl::wgpu::WgpuRuntime;
+use firemesh_collective::{CollectiveConfig, DType};
+
+const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness {
+    devices: common::wgpu_or_skip,
+    shared: false,
+};
+
+#[test]
+fn every_op_dtype_and_length_for_1_to_8_ranks() {
+    let _wgpu = common::collectives_on_wgpu();
+    common::run_matrix(&WGPU, 8);
+}
+
+#[test]
+fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
+    let _wgpu = common::collectives_on_wgpu();
+    common::run_rounding(&WGPU, 3, 10_007);
+    common::run_rounding(&WGPU, 8, 4_099);
+}
+
+#[test]
+fn four_million_elements_f32() {
+    let _wgpu = common::collectives_on_wgpu();
+    for n in 1..=8 {
+        common::run_large(&WGPU, n, 4 * 1024 * 1024 + 3, DType::F32);
+    }
+}
+
+#[test]
+fn four_million_elements_half() {
+    let _wgpu = common::collectives_on_wgpu();
+    // bf16 runs only where the runtime has it: WGSL has none, and NdArray (the portable
+    // suite) holds no half types, so bf16 is checked by the CUDA suite alone.
+    for (n, dtype) in [
+        (2, DType::F16),
+        (5, DType::F16),
+        (8, DType::F16),
+        (4, DType::BF16),
+    ] {
+        common::run_large(&WGPU, n, 4 * 1024 * 1024 + 1, dtype);
+    }
+}
+
+#[test]
+fn inputs_uploaded_and_results_read_on_other_threads() {
+    let _wgpu = common::collectives_on_wgpu();
+    common::run_inputs_from_other_threads(&WGPU, 3, 4 * 1024 * 1024 + 3);
+}
+
+#[test]
+fn reports_supported_dtypes() {
+    let _wgpu = common::collectives_on_wgpu();
+    let Some(g) = WGPU.group(1, CollectiveConfig::default()) else {
+        return;
+    };
+    let dtypes = WGPU.dtypes(&g);
+    eprintln!("wgpu adapter supports {dtypes:?}");
+    assert!(
+        dtypes.contains(&DType::F32),
+        "f32 must be supported everywhere"
+    );
+}

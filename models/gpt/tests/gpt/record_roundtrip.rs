@@ -1,0 +1,16 @@
+//! Saving and loading a model record with Burn's recorder restores every value bit for bit.
+
+use burn::backend::NdArray;
+use firemesh_gpt::GptConfig;
+
+#[path = "../../../test_support/record_roundtrip.rs"]
+mod support;
+
+#[test]
+fn named_mpk_record_roundtrips_bit_exactly() {
+    let device = Default::default();
+    let config = GptConfig::tiny();
+    let saved = config.init::<NdArray<f32>>(&device).unwrap();
+    let fresh = config.init::<NdArray<f32>>(&device).unwrap();
+    support::assert_record_roundtrip(saved, fresh, "gpt", &device);
+}
