@@ -5,8 +5,8 @@
 //!   takes a disjoint slice of each global batch, drops or pads the tail, resumes from a
 //!   [`SamplerPosition`].
 //! - Sources (Burn [`Dataset`](burn::data::dataset::Dataset)s): [`SyntheticImages`],
-//!   [`Cifar10`] (binary format, local files), [`ImageFolder`] (cargo feature `image-folder`,
-//!   off by default), and [`TextCorpus`] with a [`ByteTokenizer`] or GPT-2's BPE ([`Gpt2Bpe`])
+//!   [`Cifar10`] (binary format, local files), [`ImageFolder`] (PNG and JPEG in class
+//!   sub-folders), and [`TextCorpus`] with a [`ByteTokenizer`] or GPT-2's BPE ([`Gpt2Bpe`])
 //!   from local `encoder.json` / `vocab.bpe`.
 //! - Batchers: [`shard_image_batch`], [`shard_token_batch`].
 //!
@@ -29,7 +29,6 @@ mod batcher;
 mod cifar10;
 mod error;
 mod image;
-#[cfg(feature = "image-folder")]
 mod image_folder;
 mod rng;
 mod sampler;
@@ -40,7 +39,6 @@ pub use batcher::{shard_batch, shard_image_batch, shard_token_batch, ImageBatch}
 pub use cifar10::Cifar10;
 pub use error::DatasetError;
 pub use image::ImageItem;
-#[cfg(feature = "image-folder")]
 pub use image_folder::ImageFolder;
 pub use sampler::{
     rank_slice, DistributedSampler, EpochBatches, GlobalBatch, SamplerPosition, TailPolicy,

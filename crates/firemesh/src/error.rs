@@ -3,7 +3,9 @@
 use firemesh_backend::{MeshError, ShardError};
 use firemesh_collective::{CollectiveError, Unavailable};
 use firemesh_datasets::DatasetError;
+use firemesh_gpt::GptError;
 use firemesh_resnet::ResNetError;
+use std::path::PathBuf;
 
 /// Why a firemesh job could not run.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,24 @@ pub enum Error {
     Dataset(#[from] DatasetError),
     #[error(transparent)]
     Model(#[from] ResNetError),
+    #[error(transparent)]
+    Gpt(#[from] GptError),
+    /// A checkpoint that cannot be written, read or used.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+    /// A file of the run folder that cannot be written or read.
+    #[error("{0}")]
+    Io(String),
+    /// Training diverged.
+    #[error("the loss became {loss} at step {step}; stopped{}", match checkpoint {
+        Some(p) => format!(" (the last good checkpoint is {})", p.display()),
+        None => " (no checkpoint was written before it)".to_string(),
+    })]
+    NonFinite {
+        step: usize,
+        loss: f64,
+        checkpoint: Option<PathBuf>,
+    },
     /// A self-check of a result failed.
     #[error("{0}")]
     Check(String),

@@ -2,12 +2,9 @@
 
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
-use cubecl::cuda::CudaRuntime;
-use cubecl::wgpu::WgpuRuntime;
-use firemesh::mesh::{sharded_on_group, DeviceMesh, MeshKind};
-use firemesh::train::{train_resnet, TrainArgs};
+use firemesh::mesh::{DeviceMesh, MeshKind};
+use firemesh::train::{TrainConfig, TrainOptions};
 use firemesh::{Error, Result};
-use firemesh_backend::{Mesh, Route};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
@@ -22,18 +19,14 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size difference of the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Train a tiny ResNet on synthetic CIFAR-like images, its batch sharded over the mesh.
+    /// Train a zoo model (ResNet or GPT) with its batch sharded over the devices found.
     Train {
-        /// Which devices to use: CUDA GPUs when found (auto), else a CPU mesh.
-        #[arg(long, value_enum, default_value_t = MeshKind::Auto)]
-        mesh: MeshKind,
-        /// Number of ranks (default: one per GPU, or 4 on the CPU).
-        #[arg(long)]
-        ranks: Option<usize>,
         #[command(flatten)]
-        args: TrainArgs,
+        options: TrainOptions,
     },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
@@ -53,9 +46,30 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // RUST_LOG=firemesh=debug (say) turns on tracing output.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line: clap's message and its hint (possible values), without the usage.
+            let text = e.to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            eprintln!("{}", line.join(" "));
+            std::process::exit(2);
+        }
+        Err(e) => e.exit(), // --help, --version
+    };
     let result = match cli.command {
-        Command::Train { mesh, ranks, args } => train(mesh, ranks, &args),
+        Command::Train { options } => train(options),
         Command::Demo {
             mesh,
             ranks,
@@ -69,52 +83,53 @@ fn main() {
     }
 }
 
-fn train(kind: MeshKind, ranks: Option<usize>, args: &TrainArgs) -> Result<()> {
-    let mesh = DeviceMesh::discover(kind, ranks)?;
+fn train(options: TrainOptions) -> Result<()> {
+    let config = TrainConfig::resolve(options.with_config_file()?)?;
+    let s = firemesh::train::run(&config)?;
     println!(
-        "firemesh train: tiny ResNet, synthetic CIFAR-like images, {} steps of {} images on {}",
-        args.steps,
-        args.batch_for(mesh.ranks())?,
-        mesh.describe()
+        "done: loss {:.4} -> {:.4} over {} steps ({} in this run), {:.1} {}, {:.1}% of the time waiting for data, {} fallback op(s)",
+        s.first_loss,
+        s.last_loss,
+        s.steps,
+        s.steps_this_run,
+        s.throughput,
+        s.throughput_unit,
+        100.0 * s.data_wait_fraction,
+        s.fallbacks
     );
-    let report = match &mesh {
-        DeviceMesh::Cuda(d) => train_resnet::<burn_cuda::Cuda>(
-            sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(d)?,
-            args,
-        )?,
-        DeviceMesh::Wgpu(d) => train_resnet::<burn_wgpu::Wgpu>(
-            sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(d)?,
-            args,
-        )?,
-        DeviceMesh::Cpu { ranks, .. } => {
-            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)?;
-            // NdArray computes on the calling thread: run the ranks on the thread pool.
-            mesh.set_parallel(true);
-            train_resnet::<burn_ndarray::NdArray>(mesh, args)?
-        }
-    };
-    println!(
-        "  loss {:.4} -> {:.4}, {:.1} images/s, {} fallback op(s)",
-        report.first_loss, report.last_loss, report.images_per_second, report.fallbacks
-    );
-    let via: Vec<String> = report
-        .routes
-        .iter()
-        .map(|(route, k)| match route {
-            Route::OneDevice => format!("{k} in place (ranks share one device)"),
-            Route::MeshGroup => format!("{k} on the devices (CubeCL group)"),
-            Route::PortableGroup => format!("{k} through host memory (portable group)"),
-            Route::ThroughHost => format!("{k} through host memory (int/bool parts)"),
-        })
-        .collect();
-    if !via.is_empty() {
-        println!("  sums and gathers across ranks: {}", via.join(", "));
+    if !s.routes.is_empty() {
+        let routes: Vec<String> = s.routes.iter().map(|(r, k)| format!("{k} {r}")).collect();
+        println!(
+            "  sums and gathers across ranks, by route: {}",
+            routes.join(", ")
+        );
     }
+    println!(
+        "  metrics, summary, charts and checkpoints: {}",
+        s.run_dir.display()
+    );
     Ok(())
 }
 
 fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<()> {
-    let mesh = DeviceMesh::discover(kind, ranks)?;
+    let mesh = DeviceMesh::discover(kind, ranks, false)?;
+    if mib == 0 || mib > 4096 {
+        return Err(Error::Invalid(format!(
+            "--mib {mib}: the message must be 1 to 4096 MiB per rank"
+        )));
+    }
+    // Inputs and results of every rank, on the host for a CPU mesh.
+    let needed = (3 * mesh.ranks() * mib) as f64 * (1u64 << 20) as f64;
+    if let (DeviceMesh::Cpu { .. }, Some(free)) = (&mesh, firemesh::mesh::available_host_bytes()) {
+        if needed > free {
+            return Err(Error::Invalid(format!(
+                "{} ranks of {mib} MiB need about {:.1} GiB, more than the {:.1} GiB of host memory available",
+                mesh.ranks(),
+                needed / (1u64 << 30) as f64,
+                free / (1u64 << 30) as f64
+            )));
+        }
+    }
     let len = mib * (1 << 20) / 4;
     println!(
         "firemesh demo: all-reduce (mean) of {mib} MiB f32 per rank on {}",

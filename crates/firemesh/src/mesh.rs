@@ -26,7 +26,10 @@ pub enum DeviceMesh {
 }
 
 /// Which kind of mesh to build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum MeshKind {
     /// CUDA GPUs if they can run kernels, else the CPU.
     Auto,
@@ -35,24 +38,52 @@ pub enum MeshKind {
     Cpu,
 }
 
+/// Most ranks of a CPU mesh (ranks there are logical: they share the host's cores).
+pub const MAX_CPU_RANKS: usize = 64;
+/// Most wgpu clients of a mesh.
+pub const MAX_WGPU_RANKS: usize = 16;
+
 impl DeviceMesh {
-    /// The mesh for `kind`; `ranks` defaults to the number of GPUs, or 4 on the CPU.
-    pub fn discover(kind: MeshKind, ranks: Option<usize>) -> Result<Self> {
+    /// The mesh for `kind`; `ranks` defaults to the number of GPUs, or 4 on the CPU. More
+    /// ranks than GPUs is an error unless `share_devices` (then ranks go round-robin).
+    pub fn discover(kind: MeshKind, ranks: Option<usize>, share_devices: bool) -> Result<Self> {
         if ranks == Some(0) {
             return Err(Error::Invalid("--ranks must be at least 1".into()));
         }
-        let cpu = |no_gpu| Self::Cpu {
-            ranks: ranks.unwrap_or(4),
-            no_gpu,
+        let cpu = |no_gpu| -> Result<Self> {
+            let ranks = ranks.unwrap_or(4);
+            if ranks > MAX_CPU_RANKS {
+                return Err(Error::Invalid(format!(
+                    "--ranks {ranks}: a CPU mesh has at most {MAX_CPU_RANKS} ranks"
+                )));
+            }
+            Ok(Self::Cpu { ranks, no_gpu })
+        };
+        let gpus = |gpus: Vec<CudaDevice>| -> Result<Self> {
+            match ranks {
+                Some(n) if n > gpus.len() && !share_devices => Err(Error::Invalid(format!(
+                    "--ranks {n}: only {} CUDA GPU(s) found (--share-devices puts several ranks on one GPU)",
+                    gpus.len()
+                ))),
+                _ => Ok(Self::Cuda(pick(gpus, ranks))),
+            }
         };
         match kind {
-            MeshKind::Auto => Ok(match probe::usable_cuda_devices() {
-                Ok(gpus) => Self::Cuda(pick(gpus, ranks)),
+            MeshKind::Auto => match probe::usable_cuda_devices() {
+                Ok(found) => gpus(found),
                 Err(reason) => cpu(Some(reason)),
-            }),
-            MeshKind::Cpu => Ok(cpu(None)),
-            MeshKind::Cuda => Ok(Self::Cuda(pick(probe::usable_cuda_devices()?, ranks))),
-            MeshKind::Wgpu => Ok(Self::Wgpu(wgpu_devices(ranks.unwrap_or(4))?)),
+            },
+            MeshKind::Cpu => cpu(None),
+            MeshKind::Cuda => gpus(probe::usable_cuda_devices()?),
+            MeshKind::Wgpu => {
+                let n = ranks.unwrap_or(4);
+                if n > MAX_WGPU_RANKS {
+                    return Err(Error::Invalid(format!(
+                        "--ranks {n}: a wgpu mesh has at most {MAX_WGPU_RANKS} clients"
+                    )));
+                }
+                Ok(Self::Wgpu(wgpu_devices(n)?))
+            }
         }
     }
 
@@ -116,4 +147,12 @@ where
 fn pick(gpus: Vec<CudaDevice>, ranks: Option<usize>) -> Vec<CudaDevice> {
     let n = ranks.unwrap_or(gpus.len());
     (0..n).map(|r| gpus[r % gpus.len()].clone()).collect()
+}
+
+/// `MemAvailable` of /proc/meminfo (Linux), in bytes; `None` where it cannot be read.
+pub fn available_host_bytes() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
 }

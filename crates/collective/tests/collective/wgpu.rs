@@ -27,7 +27,9 @@ fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
 #[test]
 fn four_million_elements_f32() {
     let _wgpu = common::collectives_on_wgpu();
-    for n in 1..=8 {
+    // Every rank count runs in the matrix above; at this size, an even, an odd and the
+    // largest count (each 16 MiB buffer is checked on the host, element by element).
+    for n in [2, 3, 8] {
         common::run_large(&WGPU, n, 4 * 1024 * 1024 + 3, DType::F32);
     }
 }

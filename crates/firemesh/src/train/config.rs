@@ -1,0 +1,477 @@
+//! What a training run is asked to do. [`TrainOptions`] are the options of `firemesh train`; a
+//! TOML file takes the same keys, and the command line overrides it. [`TrainConfig`] is the
+//! checked result, with every default filled in.
+
+use crate::mesh::MeshKind;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// The reference models `firemesh train` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelName {
+    /// A 3-stage, 8-wide CIFAR ResNet that trains in seconds on a CPU.
+    ResnetTiny,
+    Resnet18,
+    Resnet34,
+    Resnet50,
+    Resnet101,
+    Resnet152,
+    /// 2 layers, 2 heads, width 32, context 16.
+    GptTiny,
+    /// GPT-2 small: 12 layers, 12 heads, width 768, context 1024.
+    Gpt2Small,
+}
+
+impl ModelName {
+    pub fn is_gpt(self) -> bool {
+        matches!(self, Self::GptTiny | Self::Gpt2Small)
+    }
+
+    /// The name as the command line spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ResnetTiny => "resnet-tiny",
+            Self::Resnet18 => "resnet18",
+            Self::Resnet34 => "resnet34",
+            Self::Resnet50 => "resnet50",
+            Self::Resnet101 => "resnet101",
+            Self::Resnet152 => "resnet152",
+            Self::GptTiny => "gpt-tiny",
+            Self::Gpt2Small => "gpt2-small",
+        }
+    }
+}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the training data comes from: `synthetic`, `cifar10:DIR` (the binary version),
+/// `images:DIR` (one sub-folder per class, or `train/` and `val/` holding them) or
+/// `text:FILE`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum DataSpec {
+    Synthetic,
+    Cifar10(PathBuf),
+    Images(PathBuf),
+    Text(PathBuf),
+}
+
+impl DataSpec {
+    pub fn is_text(&self) -> bool {
+        matches!(self, Self::Text(_))
+    }
+}
+
+impl FromStr for DataSpec {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
+        let path = || -> Result<PathBuf> {
+            if rest.is_empty() {
+                Err(Error::Invalid(format!(
+                    "--data {kind}: needs a path, as in {kind}:PATH"
+                )))
+            } else {
+                Ok(PathBuf::from(rest))
+            }
+        };
+        match kind {
+            "synthetic" if rest.is_empty() => Ok(Self::Synthetic),
+            "cifar10" => Ok(Self::Cifar10(path()?)),
+            "images" => Ok(Self::Images(path()?)),
+            "text" => Ok(Self::Text(path()?)),
+            _ => Err(Error::Invalid(format!(
+                "unknown data source {s:?}: expected synthetic, cifar10:DIR, images:DIR or text:FILE"
+            ))),
+        }
+    }
+}
+
+impl TryFrom<String> for DataSpec {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<DataSpec> for String {
+    fn from(d: DataSpec) -> String {
+        d.to_string()
+    }
+}
+
+impl fmt::Display for DataSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Synthetic => f.write_str("synthetic"),
+            Self::Cifar10(p) => write!(f, "cifar10:{}", p.display()),
+            Self::Images(p) => write!(f, "images:{}", p.display()),
+            Self::Text(p) => write!(f, "text:{}", p.display()),
+        }
+    }
+}
+
+/// How text becomes tokens: `bytes` (256 ids) or `gpt2:DIR` (GPT-2's BPE from
+/// `DIR/encoder.json` and `DIR/vocab.bpe`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum TokenizerSpec {
+    Bytes,
+    Gpt2(PathBuf),
+}
+
+impl FromStr for TokenizerSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.split_once(':') {
+            None if s == "bytes" => Ok(Self::Bytes),
+            Some(("gpt2", dir)) if !dir.is_empty() => Ok(Self::Gpt2(dir.into())),
+            _ => Err(Error::Invalid(format!(
+                "unknown tokenizer {s:?}: expected bytes or gpt2:DIR"
+            ))),
+        }
+    }
+}
+
+impl TryFrom<String> for TokenizerSpec {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<TokenizerSpec> for String {
+    fn from(t: TokenizerSpec) -> String {
+        match t {
+            TokenizerSpec::Bytes => "bytes".into(),
+            TokenizerSpec::Gpt2(dir) => format!("gpt2:{}", dir.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// SGD with momentum (and weight decay).
+    Sgd,
+    /// AdamW (decoupled weight decay).
+    Adamw,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleKind {
+    /// Linear warm-up, then a cosine decay to zero at the last step.
+    Cosine,
+    /// Linear warm-up, then constant.
+    Constant,
+}
+
+/// The options of `firemesh train`, each optional: unset ones come from `--config FILE.toml`
+/// (same keys, e.g. `model = "resnet18"`, `checkpoint-every = 100`), then from the defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, clap::Args)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct TrainOptions {
+    /// A TOML file with any of these options (keys as spelled here, without the dashes).
+    #[arg(long, value_name = "FILE.toml")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Model to train [default: resnet-tiny].
+    #[arg(long, value_enum)]
+    pub model: Option<ModelName>,
+    /// Data: synthetic, cifar10:DIR, images:DIR or text:FILE [default: synthetic images, or
+    /// text for a GPT].
+    #[arg(long, value_name = "SOURCE")]
+    pub data: Option<DataSpec>,
+    /// Devices: CUDA GPUs when usable (auto), else a CPU mesh [default: auto].
+    #[arg(long, value_enum)]
+    pub mesh: Option<MeshKind>,
+    /// Ranks [default: one per GPU, or 4 on the CPU].
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Let several ranks share one GPU (for testing on fewer GPUs than ranks).
+    #[arg(long)]
+    #[serde(default)]
+    pub share_devices: bool,
+    /// Samples (images or sequences) per step over all ranks [default: 32].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Epochs over the training split [default: 2, unless --steps is given].
+    #[arg(long, conflicts_with = "steps")]
+    pub epochs: Option<usize>,
+    /// Optimizer steps (instead of --epochs).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Optimizer [default: sgd for a ResNet, adamw for a GPT].
+    #[arg(long, value_enum)]
+    pub optimizer: Option<OptimizerKind>,
+    /// Peak learning rate [default: 0.05 for SGD, 0.003 for AdamW].
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// SGD momentum [default: 0.9].
+    #[arg(long)]
+    pub momentum: Option<f64>,
+    /// Weight decay [default: 0.0001 for SGD, 0.01 for AdamW].
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Steps of linear warm-up [default: 5% of the steps].
+    #[arg(long)]
+    pub warmup_steps: Option<usize>,
+    /// Learning-rate schedule after the warm-up [default: cosine].
+    #[arg(long, value_enum)]
+    pub schedule: Option<ScheduleKind>,
+    /// Seed of the model, the data order and the synthetic data [default: 42].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Folder of the run's metrics, charts and checkpoints [default: runs/MODEL-NNN, the
+    /// next free one; with --resume, the newest one of the model].
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Write a checkpoint every this many steps, and at the end [default: 50].
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// Checkpoints to keep [default: 3].
+    #[arg(long)]
+    pub keep_checkpoints: Option<usize>,
+    /// Continue from the newest valid checkpoint of --run-dir.
+    #[arg(long)]
+    #[serde(default)]
+    pub resume: bool,
+    /// Side of the square images, in pixels (image folders are resized) [default: 16 for
+    /// resnet-tiny on synthetic data, else 32].
+    #[arg(long)]
+    pub image_size: Option<usize>,
+    /// Images in the synthetic training split [default: 1024].
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Samples of the held-out split evaluated after each epoch (0: all) [default: 512].
+    #[arg(long)]
+    pub eval_samples: Option<usize>,
+    /// Tokens per training sequence [default: the model's context length, at most 256].
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Tokenizer of text data: bytes or gpt2:DIR [default: bytes].
+    #[arg(long, value_name = "TOKENIZER")]
+    pub tokenizer: Option<TokenizerSpec>,
+    /// Batches prepared ahead on worker threads [default: 2].
+    #[arg(long)]
+    pub prefetch: Option<usize>,
+    /// Threads decoding samples [default: 2].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Print a progress line every this many steps when not on a terminal [default: 10].
+    #[arg(long)]
+    pub log_every: Option<usize>,
+}
+
+impl TrainOptions {
+    /// Reads a TOML file of options; unknown keys are errors.
+    pub fn from_toml_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| {
+            let msg = e.message().trim().to_string();
+            Error::Invalid(format!("{}: {msg}", path.display()))
+        })
+    }
+
+    /// These options over `base`: each one set here wins.
+    pub fn over(self, base: TrainOptions) -> Result<TrainOptions> {
+        let (mut merged, mine) = (to_map(&base)?, to_map(&self)?);
+        for (key, value) in mine {
+            if !(value.is_null() || value == serde_json::Value::Bool(false)) {
+                merged.insert(key, value);
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| Error::Invalid(format!("options: {e}")))
+    }
+
+    /// The command line's options over those of its `--config` file, if any.
+    pub fn with_config_file(self) -> Result<TrainOptions> {
+        match &self.config {
+            Some(path) => self.clone().over(Self::from_toml_file(path)?),
+            None => Ok(self),
+        }
+    }
+}
+
+fn to_map(o: &TrainOptions) -> Result<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::to_value(o) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        _ => Err(Error::Invalid("options cannot be serialized".into())),
+    }
+}
+
+/// How long to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Length {
+    Epochs(usize),
+    Steps(usize),
+}
+
+/// A checked training configuration: every value is usable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct TrainConfig {
+    pub model: ModelName,
+    pub data: DataSpec,
+    pub mesh: MeshKind,
+    pub ranks: Option<usize>,
+    pub share_devices: bool,
+    pub batch: usize,
+    pub length: Length,
+    pub optimizer: OptimizerKind,
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+    pub warmup_steps: Option<usize>,
+    pub schedule: ScheduleKind,
+    pub seed: u64,
+    pub run_dir: Option<PathBuf>,
+    pub checkpoint_every: usize,
+    pub keep_checkpoints: usize,
+    pub resume: bool,
+    pub image_size: usize,
+    pub samples: usize,
+    pub eval_samples: usize,
+    pub seq_len: Option<usize>,
+    pub tokenizer: TokenizerSpec,
+    pub prefetch: usize,
+    pub workers: usize,
+    pub log_every: usize,
+}
+
+impl TrainConfig {
+    /// Fills in the defaults and checks every value; the error names the option.
+    pub fn resolve(o: TrainOptions) -> Result<Self> {
+        let model = o.model.unwrap_or(ModelName::ResnetTiny);
+        let data = match o.data {
+            Some(d) => d,
+            None if model.is_gpt() => {
+                return Err(Error::Invalid(format!(
+                    "--model {model} trains on text: give --data text:FILE"
+                )))
+            }
+            None => DataSpec::Synthetic,
+        };
+        if model.is_gpt() != data.is_text() {
+            let (wants, got) = if model.is_gpt() {
+                ("text (text:FILE)", "images")
+            } else {
+                ("images", "text")
+            };
+            return Err(Error::Invalid(format!(
+                "--model {model} trains on {wants}, but --data {data} is {got}"
+            )));
+        }
+        let optimizer = o.optimizer.unwrap_or(if model.is_gpt() {
+            OptimizerKind::Adamw
+        } else {
+            OptimizerKind::Sgd
+        });
+        let length = match (o.epochs, o.steps) {
+            (Some(_), Some(_)) => return Err(invalid("give --epochs or --steps, not both")),
+            (_, Some(s)) => Length::Steps(positive("--steps", s)?),
+            (Some(e), None) => Length::Epochs(positive("--epochs", e)?),
+            (None, None) => Length::Epochs(2),
+        };
+        let default_lr = match optimizer {
+            OptimizerKind::Sgd => 0.05,
+            OptimizerKind::Adamw => 3e-3,
+        };
+        let lr = o.lr.unwrap_or(default_lr);
+        if !(lr.is_finite() && lr > 0.0) {
+            return Err(Error::Invalid(format!(
+                "--lr {lr}: the learning rate must be finite and positive"
+            )));
+        }
+        let momentum = o.momentum.unwrap_or(0.9);
+        if !(0.0..1.0).contains(&momentum) {
+            return Err(Error::Invalid(format!(
+                "--momentum {momentum}: must be in [0, 1)"
+            )));
+        }
+        let weight_decay = o.weight_decay.unwrap_or(match optimizer {
+            OptimizerKind::Sgd => 1e-4,
+            OptimizerKind::Adamw => 0.01,
+        });
+        if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+            return Err(Error::Invalid(format!(
+                "--weight-decay {weight_decay}: must be finite and not negative"
+            )));
+        }
+        if o.ranks == Some(0) {
+            return Err(invalid("--ranks must be at least 1"));
+        }
+        let default_size = if model == ModelName::ResnetTiny && data == DataSpec::Synthetic {
+            16
+        } else {
+            32
+        };
+        let image_size = o.image_size.unwrap_or(default_size);
+        if matches!(data, DataSpec::Cifar10(_)) && o.image_size.is_some_and(|s| s != 32) {
+            return Err(Error::Invalid(format!(
+                "--image-size {image_size}: CIFAR-10 images are 32×32"
+            )));
+        }
+        if !(4..=4096).contains(&image_size) {
+            return Err(Error::Invalid(format!(
+                "--image-size {image_size}: must be between 4 and 4096 pixels"
+            )));
+        }
+        if o.seq_len == Some(0) || o.seq_len == Some(1) {
+            return Err(invalid("--seq-len must be at least 2"));
+        }
+        Ok(Self {
+            model,
+            data,
+            mesh: o.mesh.unwrap_or(MeshKind::Auto),
+            ranks: o.ranks,
+            share_devices: o.share_devices,
+            batch: positive("--batch", o.batch.unwrap_or(32))?,
+            length,
+            optimizer,
+            lr,
+            momentum,
+            weight_decay,
+            warmup_steps: o.warmup_steps,
+            schedule: o.schedule.unwrap_or(ScheduleKind::Cosine),
+            seed: o.seed.unwrap_or(42),
+            run_dir: o.run_dir,
+            checkpoint_every: positive("--checkpoint-every", o.checkpoint_every.unwrap_or(50))?,
+            keep_checkpoints: positive("--keep-checkpoints", o.keep_checkpoints.unwrap_or(3))?,
+            resume: o.resume,
+            image_size,
+            samples: positive("--samples", o.samples.unwrap_or(1024))?,
+            eval_samples: o.eval_samples.unwrap_or(512),
+            seq_len: o.seq_len,
+            tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
+            prefetch: positive("--prefetch", o.prefetch.unwrap_or(2))?,
+            workers: positive("--workers", o.workers.unwrap_or(2))?,
+            log_every: positive("--log-every", o.log_every.unwrap_or(10))?,
+        })
+    }
+}
+
+fn invalid(msg: &str) -> Error {
+    Error::Invalid(msg.into())
+}
+
+fn positive(option: &str, value: usize) -> Result<usize> {
+    if value == 0 {
+        Err(Error::Invalid(format!("{option} must be at least 1")))
+    } else {
+        Ok(value)
+    }
+}

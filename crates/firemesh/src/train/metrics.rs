@@ -1,0 +1,154 @@
+//! What a run leaves in its folder: `metrics.jsonl` (one line per step and per evaluation,
+//! flushed as it goes) and `summary.json` at the end.
+
+use super::gpu::GpuSample;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// One line of `metrics.jsonl`. `step` counts optimizer steps done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    Step {
+        step: usize,
+        epoch: u64,
+        loss: f64,
+        lr: f64,
+        /// Samples (images or sequences) in this step.
+        samples: usize,
+        /// Images or tokens per second over this step.
+        throughput: f64,
+        /// Seconds this step waited for its batch.
+        data_wait_s: f64,
+        elapsed_s: f64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        gpus: Vec<GpuSample>,
+    },
+    Eval {
+        step: usize,
+        epoch: u64,
+        loss: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accuracy: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        perplexity: Option<f64>,
+    },
+}
+
+impl Record {
+    pub fn step(&self) -> usize {
+        match self {
+            Self::Step { step, .. } | Self::Eval { step, .. } => *step,
+        }
+    }
+}
+
+/// `metrics.jsonl`, appended line by line.
+pub struct MetricsLog {
+    path: PathBuf,
+    file: File,
+    /// Every record of the run, including those before a resume.
+    pub records: Vec<Record>,
+}
+
+impl MetricsLog {
+    /// Opens the log of `run_dir`. Resuming at `step`, the lines after it (written after the
+    /// checkpoint by the interrupted run) are dropped; a fresh run starts an empty log.
+    pub fn open(run_dir: &Path, resume_at: Option<usize>) -> Result<Self> {
+        let path = run_dir.join("metrics.jsonl");
+        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+        let mut records = Vec::new();
+        if let (Some(step), Ok(file)) = (resume_at, File::open(&path)) {
+            for line in BufReader::new(file).lines() {
+                // A line cut by a kill does not parse: it is dropped with the others after
+                // the checkpoint.
+                if let Ok(record) = serde_json::from_str::<Record>(&line.map_err(io)?) {
+                    if record.step() <= step {
+                        records.push(record);
+                    }
+                }
+            }
+            let temp = run_dir.join(".metrics.jsonl.tmp");
+            let mut out = File::create(&temp).map_err(io)?;
+            for r in &records {
+                writeln!(out, "{}", json(r)?).map_err(io)?;
+            }
+            out.sync_all().map_err(io)?;
+            std::fs::rename(&temp, &path).map_err(io)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        Ok(Self {
+            path,
+            file,
+            records,
+        })
+    }
+
+    pub fn push(&mut self, record: Record) -> Result<()> {
+        writeln!(self.file, "{}", json(&record)?)
+            .map_err(|e| Error::Io(format!("{}: {e}", self.path.display())))?;
+        self.records.push(record);
+        Ok(())
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Io(format!("cannot encode metrics: {e}")))
+}
+
+/// What a run did, written to `summary.json` and printed at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub model: String,
+    pub params: usize,
+    /// CRC-32 of the final parameters' values: equal digests, equal parameters.
+    pub params_digest: String,
+    pub data: String,
+    pub mesh: String,
+    pub ranks: usize,
+    /// Samples per step over all ranks.
+    pub batch: usize,
+    /// Optimizer steps done in all, and in this process.
+    pub steps: usize,
+    pub steps_this_run: usize,
+    pub epochs: f64,
+    pub first_loss: f64,
+    pub last_loss: f64,
+    /// "images/s" or "tokens/s".
+    pub throughput_unit: String,
+    /// Over this process's steps, counting the samples actually processed.
+    pub throughput: f64,
+    pub seconds: f64,
+    /// Share of the training time spent waiting for input batches.
+    pub data_wait_fraction: f64,
+    pub last_eval: Option<Record>,
+    /// Ops that ran replicated for lack of a placement rule.
+    pub fallbacks: u64,
+    /// Sums and gathers of parts across ranks, by route.
+    pub routes: BTreeMap<String, u64>,
+    pub resumed_from: Option<PathBuf>,
+    pub last_checkpoint: Option<PathBuf>,
+    pub charts: Vec<PathBuf>,
+    /// A continuation sampled from the trained GPT.
+    pub sample: Option<String>,
+    pub run_dir: PathBuf,
+}
+
+impl Summary {
+    pub fn write(&self) -> Result<PathBuf> {
+        let path = self.run_dir.join("summary.json");
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::Io(format!("cannot encode the summary: {e}")))?;
+        std::fs::write(&path, text + "\n")
+            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        Ok(path)
+    }
+}

@@ -1,0 +1,162 @@
+//! `firemesh train`: data-parallel training of the zoo's models on the devices found.
+//!
+//! [`run`] takes a [`TrainConfig`] and checks everything it can before it touches the disk
+//! (options, devices, data, memory); then it trains with `Autodiff<Sharded<B>>` (parameters
+//! replicated, each batch sharded over the ranks and built per rank on its own device, ahead of
+//! time on worker threads), evaluates on the held-out split after every epoch, checkpoints, and
+//! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
+
+mod charts;
+mod checkpoint;
+pub mod config;
+mod data;
+mod gpu;
+mod memory;
+mod metrics;
+mod net;
+mod optim;
+mod pipeline;
+mod progress;
+mod run;
+
+pub use checkpoint::PAUSE_ENV as CHECKPOINT_PAUSE_ENV;
+pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
+pub use metrics::{Record, Summary};
+pub use optim::Schedule;
+pub use run::route_name;
+
+use crate::mesh::{sharded_on_group, DeviceMesh};
+use crate::{Error, Result};
+use cubecl::cuda::CudaRuntime;
+use cubecl::wgpu::WgpuRuntime;
+use firemesh_backend::Mesh;
+use std::path::{Path, PathBuf};
+
+/// Runs the training `config` asks for, printing progress; returns what it measured.
+pub fn run(config: &TrainConfig) -> Result<Summary> {
+    let mesh = DeviceMesh::discover(config.mesh, config.ranks, config.share_devices)?;
+    let ranks = mesh.ranks();
+    if config.batch < ranks {
+        return Err(Error::Invalid(format!(
+            "--batch {} is smaller than the {ranks} ranks: each rank needs at least one sample",
+            config.batch
+        )));
+    }
+    let seq_len = seq_len(config)?;
+    // Sizes are checked before any data is read or generated: the model as it will be, but
+    // for its class count (a few weights) and, with GPT-2's BPE, the vocabulary of GPT-2.
+    let vocab = match config.tokenizer {
+        config::TokenizerSpec::Bytes => 256,
+        config::TokenizerSpec::Gpt2(_) => 50_257,
+    };
+    let sizing = net::NetConfig::new(config.model, 10, config.image_size, vocab)?;
+    memory::check(config, &sizing, ranks, seq_len, &mesh)?;
+    let data = data::open(config, seq_len.unwrap_or(0))?;
+    let net = net::NetConfig::new(config.model, data.classes, config.image_size, data.classes)?;
+    let order = pipeline::Order::new(data.train.len(), config.batch, config.seed)?;
+    let run_dir = run_dir(config)?;
+    let (gpus, gpu_note) = match &mesh {
+        DeviceMesh::Cuda(devices) => gpu::GpuMonitor::cuda(devices.iter().map(|d| d.index)),
+        _ => (gpu::GpuMonitor::none(), None),
+    };
+    println!(
+        "firemesh train: {} on {}\n  data: {}\n  {} samples per step, {}, run folder {}",
+        config.model,
+        mesh.describe(),
+        data.describe,
+        config.batch,
+        match config.length {
+            Length::Epochs(e) => format!("{e} epoch(s) of {} steps", order.steps_per_epoch),
+            Length::Steps(s) => format!("{s} steps ({} per epoch)", order.steps_per_epoch),
+        },
+        run_dir.display()
+    );
+    if let Some(note) = gpu_note {
+        println!("  {note}");
+    }
+    let job = run::Job {
+        config: config.clone(),
+        data,
+        net,
+        order,
+        run_dir,
+        mesh_name: mesh.describe(),
+        gpus,
+    };
+    match &mesh {
+        DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(
+            sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(d)?,
+            job,
+        ),
+        DeviceMesh::Wgpu(d) => run::train_on::<burn_wgpu::Wgpu>(
+            sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(d)?,
+            job,
+        ),
+        DeviceMesh::Cpu { ranks, .. } => {
+            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)?;
+            // NdArray computes on the calling thread: run the ranks on the thread pool.
+            mesh.set_parallel(true);
+            run::train_on::<burn_ndarray::NdArray>(mesh, job)
+        }
+    }
+}
+
+/// Tokens per training sequence of a GPT run.
+fn seq_len(config: &TrainConfig) -> Result<Option<usize>> {
+    let context = match config.model {
+        ModelName::GptTiny => firemesh_gpt::GptConfig::tiny().context_length,
+        ModelName::Gpt2Small => firemesh_gpt::GptConfig::gpt2_small().context_length,
+        _ => return Ok(None),
+    };
+    match config.seq_len {
+        Some(s) if s > context => Err(Error::Invalid(format!(
+            "--seq-len {s} is longer than {}'s context of {context} tokens",
+            config.model
+        ))),
+        Some(s) => Ok(Some(s)),
+        None => Ok(Some(context.min(256))),
+    }
+}
+
+/// The run folder: the one given (new, or holding the run to resume: with no checkpoint yet,
+/// the run starts over), else the next free `runs/MODEL-NNN` (or, resuming, the newest one with
+/// checkpoints). A run never writes into a folder that holds another run unless it resumes it.
+fn run_dir(config: &TrainConfig) -> Result<PathBuf> {
+    let holds_run = |dir: &Path| {
+        ["metrics.jsonl", "summary.json", "checkpoints"]
+            .iter()
+            .any(|f| dir.join(f).exists())
+    };
+    let has_checkpoints = |dir: &Path| !checkpoint::CheckpointDir::new(dir).list().is_empty();
+    let dir = match (&config.run_dir, config.resume) {
+        (Some(dir), false) if holds_run(dir) => {
+            return Err(Error::Invalid(format!(
+                "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+                dir.display()
+            )))
+        }
+        (Some(dir), _) => dir.clone(),
+        (None, resume) => {
+            let numbered =
+                |n: usize| PathBuf::from("runs").join(format!("{}-{n:03}", config.model));
+            let taken = (1..).take_while(|&n| numbered(n).exists()).count();
+            if resume {
+                (1..=taken)
+                    .rev()
+                    .map(numbered)
+                    .find(|d| has_checkpoints(d))
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "--resume: no earlier run of {} with checkpoints under runs/; pass --run-dir",
+                            config.model
+                        ))
+                    })?
+            } else {
+                numbered(taken + 1)
+            }
+        }
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}

@@ -1,0 +1,98 @@
+//! The optimizer of a run (Burn's SGD with momentum or AdamW, behind one type so that the
+//! training loop is compiled once) and its learning-rate schedule.
+
+use super::config::{OptimizerKind, ScheduleKind};
+use crate::{Error, Result};
+use burn::module::AutodiffModule;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::AutodiffBackend;
+use serde::{Deserialize, Serialize};
+
+/// SGD with momentum, or AdamW.
+pub enum AnyOptimizer<M: AutodiffModule<B>, B: AutodiffBackend> {
+    Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
+    AdamW(OptimizerAdaptor<AdamW, M, B>),
+}
+
+type Bytes = BinBytesRecorder<FullPrecisionSettings>;
+
+impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
+    pub fn new(kind: OptimizerKind, momentum: f64, weight_decay: f64) -> Self {
+        match kind {
+            OptimizerKind::Sgd => {
+                let decay =
+                    (weight_decay > 0.0).then(|| WeightDecayConfig::new(weight_decay as f32));
+                let config = SgdConfig::new()
+                    .with_momentum(Some(MomentumConfig::new().with_momentum(momentum)))
+                    .with_weight_decay(decay);
+                Self::Sgd(config.init())
+            }
+            OptimizerKind::Adamw => Self::AdamW(
+                AdamWConfig::new()
+                    .with_weight_decay(weight_decay as f32)
+                    .init(),
+            ),
+        }
+    }
+
+    pub fn step(&mut self, lr: f64, model: M, grads: GradientsParams) -> M {
+        match self {
+            Self::Sgd(o) => o.step(lr, model, grads),
+            Self::AdamW(o) => o.step(lr, model, grads),
+        }
+    }
+
+    /// The optimizer's state (momenta, moment estimates), serialized.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let bytes = match self {
+            Self::Sgd(o) => Recorder::<B>::record(&Bytes::new(), o.to_record(), ()),
+            Self::AdamW(o) => Recorder::<B>::record(&Bytes::new(), o.to_record(), ()),
+        };
+        bytes.map_err(|e| Error::Checkpoint(format!("cannot serialize the optimizer: {e}")))
+    }
+
+    /// The same optimizer with the state of `bytes` (from [`Self::to_bytes`]).
+    pub fn load_bytes(self, bytes: Vec<u8>, device: &B::Device) -> Result<Self> {
+        let bad = |e: burn::record::RecorderError| {
+            Error::Checkpoint(format!("the optimizer state does not load: {e}"))
+        };
+        Ok(match self {
+            Self::Sgd(o) => Self::Sgd(
+                o.load_record(Recorder::<B>::load(&Bytes::new(), bytes, device).map_err(bad)?),
+            ),
+            Self::AdamW(o) => Self::AdamW(
+                o.load_record(Recorder::<B>::load(&Bytes::new(), bytes, device).map_err(bad)?),
+            ),
+        })
+    }
+}
+
+/// The learning rate at each step: linear warm-up from `peak / warmup` to `peak` over the
+/// first `warmup` steps, then constant or a cosine decay that reaches zero after the last step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub kind: ScheduleKind,
+    pub peak: f64,
+    pub warmup: usize,
+    pub total: usize,
+}
+
+impl Schedule {
+    pub fn lr(&self, step: usize) -> f64 {
+        if step < self.warmup {
+            return self.peak * (step + 1) as f64 / self.warmup as f64;
+        }
+        match self.kind {
+            ScheduleKind::Constant => self.peak,
+            ScheduleKind::Cosine => {
+                let span = (self.total - self.warmup).max(1) as f64;
+                let progress = (step - self.warmup) as f64 / span;
+                0.5 * self.peak * (1.0 + (std::f64::consts::PI * progress.min(1.0)).cos())
+            }
+        }
+    }
+}

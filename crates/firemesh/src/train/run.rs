@@ -1,0 +1,454 @@
+//! The training loop, for any inner backend: `Autodiff<Sharded<B>>` with the parameters
+//! replicated over the ranks and each batch sharded over them. Gradients are summed over the
+//! ranks before the optimizer step, so the optimizer state is replicated and a checkpoint holds
+//! exactly what the next step needs.
+
+use super::charts;
+use super::checkpoint::{Checkpoint, CheckpointDir, Header};
+use super::config::{Length, TrainConfig};
+use super::data::{RunData, Split};
+use super::gpu::{self, GpuMonitor};
+use super::metrics::{MetricsLog, Record, Summary};
+use super::net::{Batch, EvalCounts, Net, NetConfig};
+use super::optim::{AnyOptimizer, Schedule};
+use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
+use super::progress::{Progress, Update};
+use crate::{Error, Result};
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use firemesh_backend::{
+    from_shards, from_shards_int, redistribute, stats, Mesh, MeshBackend, Placement, Route, Sharded,
+};
+use firemesh_gpt::Sampling;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+type Ad<B> = Autodiff<Sharded<B>>;
+type Bytes = BinBytesRecorder<FullPrecisionSettings>;
+
+/// A run, checked and ready: everything but the mesh's backend.
+pub struct Job {
+    pub config: TrainConfig,
+    pub data: RunData,
+    pub net: NetConfig,
+    pub order: Order,
+    pub run_dir: PathBuf,
+    pub mesh_name: String,
+    pub gpus: GpuMonitor,
+}
+
+impl Job {
+    /// Optimizer steps of the whole run.
+    pub fn total_steps(&self) -> usize {
+        match self.config.length {
+            Length::Steps(s) => s,
+            Length::Epochs(e) => e * self.order.steps_per_epoch,
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        if self.data.window.is_some() {
+            "tokens/s"
+        } else {
+            "images/s"
+        }
+    }
+
+    /// Images or tokens per sample.
+    fn per_sample(&self) -> usize {
+        self.data.window.map_or(1, |w| w - 1)
+    }
+
+    fn schedule(&self) -> Schedule {
+        let total = self.total_steps();
+        Schedule {
+            kind: self.config.schedule,
+            peak: self.config.lr,
+            warmup: self.config.warmup_steps.unwrap_or(total / 20).min(total),
+            total,
+        }
+    }
+}
+
+/// Trains `job` on `mesh` and writes its folder.
+pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> {
+    let c = &job.config;
+    let ranks = mesh.len();
+    let total = job.total_steps();
+    let schedule = job.schedule();
+    let devices = mesh.devices().to_vec();
+    Ad::<B>::seed(&mesh, c.seed);
+    let mut model: Net<Ad<B>> = job.net.init(&mesh)?;
+    let params = model.num_params();
+    let mut optim = AnyOptimizer::<Net<Ad<B>>, Ad<B>>::new(c.optimizer, c.momentum, c.weight_decay);
+    let checkpoints = CheckpointDir::new(&job.run_dir);
+    let (mut start, mut samples_seen, mut resumed_from) = (0, 0u64, None);
+    if c.resume {
+        match checkpoints.newest_valid(|w| eprintln!("warning: {w}")) {
+            Some((path, ckpt)) => {
+                check_resumable(&job, &ckpt.header, &path, ranks)?;
+                let record =
+                    Recorder::<Ad<B>>::load(&Bytes::new(), ckpt.model, &mesh).map_err(|e| {
+                        Error::Checkpoint(format!(
+                            "{}: the model does not load: {e}",
+                            path.display()
+                        ))
+                    })?;
+                model = model.load_record(record);
+                optim = optim.load_bytes(ckpt.optimizer, &mesh)?;
+                start = ckpt.header.step.min(total);
+                samples_seen = ckpt.header.samples_seen;
+                println!("resuming from {} (step {start} of {total})", path.display());
+                resumed_from = Some(path);
+            }
+            None if checkpoints.list().is_empty() => {
+                println!(
+                    "no checkpoint yet in {}: starting from step 0",
+                    job.run_dir.display()
+                );
+            }
+            None => {
+                return Err(Error::Checkpoint(format!(
+                    "--resume: no readable checkpoint in {}",
+                    checkpoints.path().display()
+                )))
+            }
+        }
+    }
+    let mut metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(start))?;
+    let mut input = Prefetcher::<B>::start(
+        job.data.train.clone(),
+        job.order.clone(),
+        start..total,
+        devices.clone(),
+        c.prefetch,
+        c.workers,
+    )?;
+    let progress = Progress::new(start, total, c.log_every, job.unit());
+    let (mut first_loss, mut last_loss, mut fallbacks) = (None, f64::NAN, 0);
+    let mut routes = BTreeMap::new();
+    let mut last_checkpoint = None;
+    let mut last_eval = None;
+    let (begin, mut samples_this_run) = (Instant::now(), 0usize);
+    for step in start..total {
+        let _span = tracing::info_span!("step", step = step + 1).entered();
+        let step_start = Instant::now();
+        let waited_before = input.waited;
+        let batch_in = input.next()?;
+        if batch_in.step != step {
+            return Err(Error::Invalid(format!(
+                "the input pipeline gave the batch of step {} for step {step}",
+                batch_in.step
+            )));
+        }
+        let epoch = batch_in.position.epoch;
+        let samples = batch_in.samples;
+        let batch = to_mesh::<Ad<B>>(&mesh, batch_in.parts)?;
+        let lr = schedule.lr(step);
+        // Random draws (dropout) depend on the seed and the step only: a resumed run makes
+        // the same ones.
+        Ad::<B>::seed(&mesh, step_seed(c.seed, step));
+        let (stepped, counts) = stats::count(|| -> Result<_> {
+            let loss = model.loss(batch)?;
+            let mut grads = GradientsParams::from_grads(loss.backward(), &model);
+            sum_over_ranks::<B>(&model, &mut grads);
+            let loss: f64 = loss.into_scalar().elem();
+            Ok((loss, optim.step(lr, model, grads)))
+        });
+        let (loss, new_model) = stepped?;
+        model = new_model;
+        if !loss.is_finite() {
+            progress.finish();
+            return Err(Error::NonFinite {
+                step: step + 1,
+                loss,
+                checkpoint: last_checkpoint.or(resumed_from),
+            });
+        }
+        fallbacks += counts.total_fallbacks();
+        for (route, k) in counts.routes {
+            *routes.entry(route_name(route).to_string()).or_default() += k;
+        }
+        first_loss.get_or_insert(loss);
+        last_loss = loss;
+        samples_this_run += samples;
+        samples_seen += samples as u64;
+        let done = step + 1;
+        let step_time = step_start.elapsed().as_secs_f64();
+        let sampled = done % c.log_every == 0 || done == total;
+        let gpus = if sampled {
+            job.gpus.sample()
+        } else {
+            Vec::new()
+        };
+        let per_sample = job.per_sample() as f64;
+        progress.update(&Update {
+            step: done,
+            epoch,
+            loss,
+            lr,
+            throughput: samples_this_run as f64 * per_sample / begin.elapsed().as_secs_f64(),
+            gpus: &gpu::describe(&gpus),
+        });
+        metrics.push(Record::Step {
+            step: done,
+            epoch,
+            loss,
+            lr,
+            samples,
+            throughput: samples as f64 * per_sample / step_time,
+            data_wait_s: (input.waited - waited_before).as_secs_f64(),
+            elapsed_s: begin.elapsed().as_secs_f64(),
+            gpus,
+        })?;
+        let epoch_end = done % job.order.steps_per_epoch == 0;
+        if epoch_end || done == total {
+            if let Some(record) = evaluate::<B>(&job, &model.valid(), &mesh, done, epoch)? {
+                progress.println(&describe_eval(&record));
+                metrics.push(record.clone())?;
+                last_eval = Some(record);
+            }
+        }
+        if done % c.checkpoint_every == 0 || done == total {
+            let header = Header {
+                model: c.model,
+                model_config: job.net.fingerprint(),
+                optimizer: c.optimizer,
+                step: done,
+                position: job.order.position(done),
+                schedule,
+                seed: c.seed,
+                ranks,
+                batch: c.batch,
+                samples_seen,
+            };
+            let checkpoint = Checkpoint {
+                header,
+                model: Recorder::<Ad<B>>::record(&Bytes::new(), model.clone().into_record(), ())
+                    .map_err(|e| Error::Checkpoint(format!("cannot serialize the model: {e}")))?,
+                optimizer: optim.to_bytes()?,
+            };
+            let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
+            tracing::debug!(path = %path.display(), "checkpoint written");
+            last_checkpoint = Some(path);
+        }
+    }
+    progress.finish();
+    let seconds = begin.elapsed().as_secs_f64();
+    if start == total {
+        let epoch = job.order.position(total).epoch;
+        last_eval = evaluate::<B>(&job, &model.valid(), &mesh, total, epoch)?;
+        if let Some(record) = &last_eval {
+            println!("{}", describe_eval(record));
+        }
+    }
+    let sample = generate_sample::<B>(&job, &model.valid(), &mesh)?;
+    let charts = charts::draw(&job.run_dir, &metrics.records, job.unit())?;
+    let summary = Summary {
+        model: c.model.to_string(),
+        params,
+        params_digest: params_digest::<B>(&model),
+        data: job.data.describe.clone(),
+        mesh: job.mesh_name.clone(),
+        ranks,
+        batch: c.batch,
+        steps: total,
+        steps_this_run: total - start,
+        epochs: total as f64 / job.order.steps_per_epoch as f64,
+        first_loss: first_loss.unwrap_or(f64::NAN),
+        last_loss,
+        throughput_unit: job.unit().into(),
+        throughput: samples_this_run as f64 * job.per_sample() as f64 / seconds.max(1e-9),
+        seconds,
+        data_wait_fraction: input.waited.as_secs_f64() / seconds.max(1e-9),
+        last_eval,
+        fallbacks,
+        routes,
+        resumed_from,
+        last_checkpoint,
+        charts,
+        sample,
+        run_dir: job.run_dir.clone(),
+    };
+    summary.write()?;
+    Ok(summary)
+}
+
+/// CRC-32 of every parameter's values (f32 bits, in module order), as hex: two runs with the
+/// same digest ended with the same parameters, bit for bit.
+fn params_digest<B: Backend>(model: &Net<Ad<B>>) -> String {
+    struct Digest(crc32fast::Hasher);
+    impl<B: Backend> ModuleVisitor<Ad<B>> for Digest {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            self.0.update(param.val().into_data().as_bytes());
+        }
+    }
+    let mut digest = Digest(crc32fast::Hasher::new());
+    model.visit(&mut digest);
+    format!("{:08x}", digest.0.finalize())
+}
+
+fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) -> Result<()> {
+    let c = &job.config;
+    let fingerprint = job.net.fingerprint();
+    if h.model != c.model || h.model_config != fingerprint {
+        return Err(Error::Checkpoint(format!(
+            "{} is a checkpoint of {} ({}), not of this run's {} ({fingerprint})",
+            path.display(),
+            h.model,
+            h.model_config,
+            c.model
+        )));
+    }
+    if h.batch != c.batch || h.seed != c.seed || h.optimizer != c.optimizer {
+        return Err(Error::Checkpoint(format!(
+            "{} was written by a run with --batch {} --seed {} --optimizer {:?}; resume with the same",
+            path.display(),
+            h.batch,
+            h.seed,
+            h.optimizer
+        )));
+    }
+    if h.ranks != ranks {
+        println!(
+            "note: the checkpoint was written on {} ranks; continuing on {ranks} with the same global batch of {}",
+            h.ranks, h.batch
+        );
+    }
+    Ok(())
+}
+
+/// The name a route has in summaries.
+pub fn route_name(route: Route) -> &'static str {
+    match route {
+        Route::OneDevice => "one-device",
+        Route::MeshGroup => "mesh-group",
+        Route::PortableGroup => "portable-group",
+        Route::ThroughHost => "through-host",
+    }
+}
+
+fn step_seed(seed: u64, step: usize) -> u64 {
+    let mut z = seed ^ (step as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z ^ (z >> 31)
+}
+
+/// The per-rank parts of a batch as one batch sharded over the mesh.
+fn to_mesh<Bk: MeshBackend>(
+    mesh: &Mesh<burn::tensor::Device<Bk::Inner>>,
+    parts: Parts<Bk::Inner>,
+) -> Result<Batch<Bk>> {
+    Ok(match parts {
+        Parts::Images(p) => {
+            let (images, labels): (Vec<_>, Vec<_>) =
+                p.into_iter().map(|b| (b.images, b.labels)).unzip();
+            Batch::Images {
+                images: from_shards::<Bk, 4>(mesh, images, 0)?,
+                labels: from_shards_int::<Bk, 1>(mesh, labels, 0)?,
+            }
+        }
+        Parts::Tokens(p) => Batch::Tokens(from_shards_int::<Bk, 2>(mesh, p, 0)?),
+    })
+}
+
+/// Sums each weight gradient over the ranks (its parts are `Partial`), in place.
+fn sum_over_ranks<B: Backend>(model: &Net<Ad<B>>, grads: &mut GradientsParams) {
+    struct SumOverRanks<'a, B: Backend> {
+        grads: &'a mut GradientsParams,
+        _b: std::marker::PhantomData<B>,
+    }
+    impl<B: Backend> ModuleVisitor<Ad<B>> for SumOverRanks<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            if let Some(g) = self.grads.remove::<Sharded<B>, D>(param.id) {
+                let summed = redistribute(g, Placement::Replicated);
+                self.grads.register::<Sharded<B>, D>(param.id, summed);
+            }
+        }
+    }
+    model.visit(&mut SumOverRanks::<B> {
+        grads,
+        _b: std::marker::PhantomData,
+    });
+}
+
+/// Loss and accuracy (or perplexity) on the held-out split; `None` when it holds fewer
+/// samples than there are ranks.
+fn evaluate<B: Backend>(
+    job: &Job,
+    model: &Net<Sharded<B>>,
+    mesh: &Mesh<B::Device>,
+    step: usize,
+    epoch: u64,
+) -> Result<Option<Record>> {
+    let _span = tracing::info_span!("evaluate", step).entered();
+    let c = &job.config;
+    let split = &job.data.eval;
+    let mut total = EvalCounts::default();
+    for chunk in eval_chunks(split.len(), c.eval_samples, c.batch, mesh.len()) {
+        let parts = build::<B>(split, &chunk, mesh.devices(), c.workers)?;
+        let counts = model.evaluate(to_mesh::<Sharded<B>>(mesh, parts)?)?;
+        total.loss_sum += counts.loss_sum;
+        total.predictions += counts.predictions;
+        total.correct += counts.correct;
+    }
+    if total.predictions == 0 {
+        return Ok(None);
+    }
+    let n = total.predictions as f64;
+    let loss = total.loss_sum / n;
+    let text = matches!(split, Split::Tokens(_));
+    Ok(Some(Record::Eval {
+        step,
+        epoch,
+        loss,
+        accuracy: (!text).then(|| total.correct as f64 / n),
+        perplexity: text.then(|| loss.exp()),
+    }))
+}
+
+fn describe_eval(r: &Record) -> String {
+    match r {
+        Record::Eval {
+            step,
+            loss,
+            accuracy,
+            perplexity,
+            ..
+        } => {
+            let metric = match (accuracy, perplexity) {
+                (Some(a), _) => format!("top-1 accuracy {:.1}%", 100.0 * a),
+                (_, Some(p)) => format!("perplexity {p:.2}"),
+                _ => String::new(),
+            };
+            format!("held out after step {step}: loss {loss:.4}, {metric}")
+        }
+        Record::Step { .. } => String::new(),
+    }
+}
+
+/// A continuation of the start of the held-out text, sampled from a trained GPT.
+fn generate_sample<B: Backend>(
+    job: &Job,
+    model: &Net<Sharded<B>>,
+    mesh: &Mesh<B::Device>,
+) -> Result<Option<String>> {
+    let (Net::Gpt(gpt), Split::Tokens(corpus), Some(tokenizer)) =
+        (model, &job.data.eval, &job.data.tokenizer)
+    else {
+        return Ok(None);
+    };
+    let prompt: Vec<u32> = corpus.tokens().iter().take(8).copied().collect();
+    let sampling = Sampling::Temperature {
+        temperature: 0.8,
+        seed: job.config.seed,
+    };
+    let tokens = gpt.generate(&prompt, 32, sampling, mesh)?;
+    let text = tokenizer.decode(&tokens)?;
+    println!("sample: {text:?}");
+    Ok(Some(text))
+}

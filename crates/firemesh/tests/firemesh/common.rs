@@ -1,0 +1,105 @@
+//! Helpers: tiny training options, scratch folders, the CLI binary, data files.
+
+use firemesh::mesh::MeshKind;
+use firemesh::train::{ModelName, TrainConfig, TrainOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh scratch folder (removed first if a previous run left it).
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("firemesh-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// resnet-tiny on 128 synthetic 8×8 images, batches of 16 over a 2-rank CPU mesh.
+pub fn tiny(run_dir: &Path) -> TrainOptions {
+    TrainOptions {
+        model: Some(ModelName::ResnetTiny),
+        mesh: Some(MeshKind::Cpu),
+        ranks: Some(2),
+        samples: Some(128),
+        eval_samples: Some(32),
+        batch: Some(16),
+        image_size: Some(8),
+        run_dir: Some(run_dir.to_path_buf()),
+        ..TrainOptions::default()
+    }
+}
+
+pub fn config(options: TrainOptions) -> TrainConfig {
+    TrainConfig::resolve(options).unwrap()
+}
+
+/// Runs `firemesh ARGS` in `cwd`.
+pub fn cli(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_firemesh"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the CLI starts")
+}
+
+/// A text of `repeats` copies of a sentence.
+pub fn write_text(path: &Path, repeats: usize) {
+    std::fs::write(
+        path,
+        "the quick brown fox jumps over the lazy dog. ".repeat(repeats),
+    )
+    .unwrap();
+}
+
+/// A CIFAR-10 folder in the binary format with `per_file` records per file; the label of
+/// record i is i % 10 and its pixels say so (so that a model can learn it).
+pub fn write_cifar(dir: &Path, per_file: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let records = |offset: usize| -> Vec<u8> {
+        (0..per_file)
+            .flat_map(|i| {
+                let label = ((i + offset) % 10) as u8;
+                let mut r = vec![label];
+                r.extend((0..3072).map(|p| (label as usize * 25 + p % 7) as u8));
+                r
+            })
+            .collect()
+    };
+    for f in 1..=5 {
+        std::fs::write(dir.join(format!("data_batch_{f}.bin")), records(f)).unwrap();
+    }
+    std::fs::write(dir.join("test_batch.bin"), records(0)).unwrap();
+}
+
+/// An image folder: `per_class` PNGs in each of two classes (reddish and bluish).
+pub fn write_image_folder(dir: &Path, per_class: usize) {
+    for (class, rgb) in [("blue", [20u8, 30, 220]), ("red", [220u8, 30, 20])] {
+        std::fs::create_dir_all(dir.join(class)).unwrap();
+        for i in 0..per_class {
+            let shade = [rgb[0], rgb[1].wrapping_add(i as u8 * 5), rgb[2]];
+            image::RgbImage::from_pixel(6 + i as u32, 5, image::Rgb(shade))
+                .save(dir.join(class).join(format!("{i}.png")))
+                .unwrap();
+        }
+    }
+}
+
+/// Every file under `dir` with its contents, for "nothing changed" checks.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    files.sort();
+    files
+}

@@ -1,0 +1,282 @@
+//! Checkpoints survive preemption: the CLI is killed (SIGKILL) at random moments, some of them
+//! inside a checkpoint write, and resumed each time; the final parameters equal those of an
+//! uninterrupted run bit for bit. Damaged checkpoints are skipped, checkpoints of another
+//! model are refused, and a diverging loss stops the run keeping the last good checkpoint.
+
+use crate::common::{cli, scratch, snapshot};
+use firemesh::train::CHECKPOINT_PAUSE_ENV;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const STEPS: usize = 60;
+
+/// `firemesh train` on 2 CPU ranks, 8×8 synthetic images in batches of 8, into `run_dir`;
+/// then `extra`.
+fn train_args(run_dir: &Path, extra: &str) -> Vec<String> {
+    "train --mesh cpu --ranks 2 --image-size 8 --batch 8 --run-dir"
+        .split_whitespace()
+        .map(String::from)
+        .chain([run_dir.display().to_string()])
+        .chain(extra.split_whitespace().map(String::from))
+        .collect()
+}
+
+fn args(run_dir: &Path) -> Vec<String> {
+    let extra = format!(
+        "--samples 96 --eval-samples 16 --checkpoint-every 3 --keep-checkpoints 2 --steps {STEPS} --seed 5"
+    );
+    train_args(run_dir, &extra)
+}
+
+/// The digest of the final parameters (summary.json), once the final checkpoint exists.
+fn final_params(run_dir: &Path) -> String {
+    assert!(run_dir
+        .join(format!("checkpoints/step-{STEPS:08}.ckpt"))
+        .exists());
+    let summary = std::fs::read_to_string(run_dir.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    summary["params_digest"].as_str().unwrap().to_string()
+}
+
+/// Temporary checkpoint files written since `since` (a leftover of an earlier kill is older).
+fn fresh_temp_files(run_dir: &Path, since: std::time::SystemTime) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(run_dir.join("checkpoints")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The step of the newest complete checkpoint.
+fn checkpointed(run_dir: &Path) -> usize {
+    std::fs::read_dir(run_dir.join("checkpoints"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_prefix("step-")?
+                        .strip_suffix(".ckpt")?
+                        .parse()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// A small deterministic generator for the kill moments (seeded from the clock, printed).
+struct Moments(u64);
+impl Moments {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound.max(1)
+    }
+}
+
+const KILLS: usize = 12;
+
+#[test]
+fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
+    let dir = scratch("kills");
+    let reference = dir.join("reference");
+    let started = Instant::now();
+    let out = cli(
+        &dir,
+        &args(&reference)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let per_step = started.elapsed() / STEPS as u32; // an over-estimate: it includes the start
+    let want = final_params(&reference);
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!(
+        "kill moments seed {seed}; an uninterrupted run takes {:?}",
+        per_step * STEPS as u32
+    );
+    let mut moments = Moments(seed);
+    let run = dir.join("killed");
+    let (mut kills, mut in_write, mut starts) = (0, 0, 0);
+    while !run.join("summary.json").exists() {
+        starts += 1;
+        assert!(starts < 100, "the run never finished");
+        let mut a = args(&run);
+        if run.exists() {
+            a.push("--resume".into());
+        }
+        // Every third start is killed inside the second checkpoint write it makes (the first
+        // completes, so that the run moves on); the write pauses half-way.
+        let inside_write = kills < KILLS && starts % 3 == 0;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_firemesh"));
+        command
+            .args(&a)
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if inside_write {
+            command.env(CHECKPOINT_PAUSE_ENV, "300");
+        }
+        let spawned = std::time::SystemTime::now();
+        let mut child = command.spawn().unwrap();
+        // Other starts die at a random moment before they could finish.
+        let left = (STEPS - checkpointed(&run)) as u32;
+        let budget = (per_step * left * 2 / 5).as_millis() as u64;
+        let deadline = Instant::now() + Duration::from_millis(moments.next(budget));
+        let mut seen = std::collections::BTreeSet::new();
+        let mut killed = false;
+        while kills < KILLS && child.try_wait().unwrap().is_none() {
+            let writing = fresh_temp_files(&run, spawned);
+            seen.extend(writing.iter().cloned());
+            let second_write = !writing.is_empty() && seen.len() >= 2;
+            if (inside_write && second_write) || (!inside_write && Instant::now() >= deadline) {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                in_write += usize::from(!writing.is_empty());
+                killed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        if !killed {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "start {starts}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    println!("{kills} kills ({in_write} inside a checkpoint write), {starts} starts");
+    assert!(
+        kills >= 10 && in_write >= 3,
+        "{kills} kills, {in_write} inside a write"
+    );
+    assert_eq!(
+        final_params(&run),
+        want,
+        "the resumed run's final parameters differ"
+    );
+    // The metrics hold each step once.
+    let steps: Vec<usize> = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<firemesh::train::Record>(l).ok())
+        .filter(|r| matches!(r, firemesh::train::Record::Step { .. }))
+        .map(|r| r.step())
+        .collect();
+    assert_eq!(steps, (1..=STEPS).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn checkpoints(run_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(run_dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn damaged_and_foreign_checkpoints_and_a_diverging_loss() {
+    let dir = scratch("damaged");
+    let run = dir.join("run");
+    let base = |steps: &str| -> Vec<String> {
+        let extra = format!("--samples 64 --eval-samples 8 --checkpoint-every 2 --steps {steps}");
+        train_args(&run, &extra)
+    };
+    let go = |a: &[String]| cli(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(go(&base("4")).status.success());
+    let files = checkpoints(&run);
+    assert_eq!(files.len(), 2, "{files:?}");
+
+    // The same folder again without --resume: refused, nothing touched.
+    let before = snapshot(&run);
+    let out = go(&base("4"));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already holds a run"));
+    assert!(snapshot(&run) == before);
+
+    // Another model's checkpoint: refused, nothing touched.
+    let mut other = base("6");
+    other.extend(["--resume".into(), "--model".into(), "resnet18".into()]);
+    let out = go(&other);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("is a checkpoint of resnet-tiny"),
+        "{stderr}"
+    );
+    assert!(snapshot(&run) == before);
+
+    // The newest checkpoint damaged: skipped with a warning; training resumes from step 2.
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xFF;
+    std::fs::write(&files[1], bytes).unwrap();
+    let mut resume = base("6");
+    resume.push("--resume".into());
+    let out = go(&resume);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("skipping damaged checkpoint") && stderr.contains("step-00000004.ckpt"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("step 2 of 6"), "{stdout}");
+
+    // Every checkpoint damaged: an error.
+    for f in checkpoints(&run) {
+        std::fs::write(&f, b"FIREMESH-CKPT\0v1 cut short").unwrap();
+    }
+    let out = go(&resume);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no readable checkpoint"));
+
+    // A loss that becomes NaN or infinite stops the run naming the step; the last checkpoint
+    // written before it stays.
+    let diverge = dir.join("diverge");
+    let a = train_args(
+        &diverge,
+        "--samples 64 --eval-samples 8 --checkpoint-every 1 --steps 8 --lr 1e30",
+    );
+    let out = go(&a);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("the loss became") && stderr.contains("at step"),
+        "{stderr}"
+    );
+    let kept = checkpoints(&diverge);
+    assert!(
+        !kept.is_empty() && stderr.contains(&kept.last().unwrap().display().to_string()),
+        "{stderr} {kept:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,184 @@
+//! The main job trains: loss falls with no op falling back to replicated execution, and the run
+//! folder holds the metrics, the summary, the charts and the checkpoints.
+
+use crate::common::{config, scratch, tiny};
+use firemesh::mesh::{DeviceMesh, MeshKind};
+use firemesh::train::{self, Record, TrainOptions};
+use std::path::Path;
+
+fn lines(path: &Path) -> Vec<Record> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn resnet_on_a_cpu_mesh_learns_and_leaves_its_numbers() {
+    let dir = scratch("learns");
+    let summary = train::run(&config(TrainOptions {
+        epochs: Some(3),
+        checkpoint_every: Some(5),
+        keep_checkpoints: Some(2),
+        seed: Some(7),
+        ..tiny(&dir)
+    }))
+    .unwrap();
+    // 128 samples in batches of 16: 8 steps per epoch.
+    assert_eq!((summary.steps, summary.batch, summary.ranks), (24, 16, 2));
+    assert_eq!(summary.fallbacks, 0);
+    // Ranks that share one device sum their parts in place: no collective across devices.
+    assert!(
+        summary.routes.keys().all(|r| r == "one-device"),
+        "{:?}",
+        summary.routes
+    );
+    assert!(
+        summary.last_loss < 0.6 * summary.first_loss,
+        "loss {} -> {}",
+        summary.first_loss,
+        summary.last_loss
+    );
+    assert!(summary.throughput > 0.0 && summary.throughput_unit == "images/s");
+    assert!((0.0..1.0).contains(&summary.data_wait_fraction));
+
+    let records = lines(&dir.join("metrics.jsonl"));
+    let steps: Vec<usize> = records
+        .iter()
+        .filter(|r| matches!(r, Record::Step { .. }))
+        .map(Record::step)
+        .collect();
+    assert_eq!(steps, (1..=24).collect::<Vec<_>>());
+    for r in &records {
+        if let Record::Step { samples, .. } = r {
+            assert_eq!(*samples, 16, "throughput counts the samples processed");
+        }
+    }
+    let evals: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r, Record::Eval { .. }))
+        .collect();
+    assert_eq!(evals.len(), 3, "one evaluation per epoch");
+    match evals[2] {
+        Record::Eval {
+            step: 24,
+            accuracy: Some(a),
+            ..
+        } => assert!(*a > 0.3, "held-out accuracy {a} (10 classes)"),
+        other => panic!("{other:?}"),
+    }
+    let summary_file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary_file["steps"], 24);
+    for chart in ["loss.png", "throughput.png", "eval.png"] {
+        let bytes = std::fs::read(dir.join(chart)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{chart} is a PNG");
+        assert!(
+            bytes.len() > 5_000,
+            "{chart} has a drawing ({} bytes)",
+            bytes.len()
+        );
+    }
+    // Every 5 steps and at the end: 5, 10, 15, 20, 24; the newest two are kept.
+    let kept: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(kept, ["step-00000020.ckpt", "step-00000024.ckpt"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A global batch that does not split evenly over the ranks trains on uneven blocks.
+#[test]
+fn a_batch_of_any_size_splits_over_the_ranks() {
+    let dir = scratch("uneven");
+    let summary = train::run(&config(TrainOptions {
+        ranks: Some(3),
+        batch: Some(5),
+        steps: Some(3),
+        ..tiny(&dir)
+    }))
+    .unwrap();
+    assert_eq!((summary.batch, summary.ranks, summary.fallbacks), (5, 3, 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `auto` falls back to a CPU mesh and says why when CUDA cannot run kernels; an explicit
+/// `cuda` mesh is an error with the same reason; zero ranks, or more than a CPU mesh has, is
+/// an error.
+#[test]
+fn mesh_discovery_explains_its_choice() {
+    match firemesh_collective::probe::usable_cuda_devices() {
+        Ok(gpus) => {
+            match DeviceMesh::discover(MeshKind::Auto, None, false).unwrap() {
+                DeviceMesh::Cuda(d) => assert_eq!(d.len(), gpus.len()),
+                other => panic!("GPUs present but auto chose {}", other.describe()),
+            }
+            let more = Some(gpus.len() + 1);
+            assert!(DeviceMesh::discover(MeshKind::Cuda, more, false).is_err());
+            assert!(DeviceMesh::discover(MeshKind::Cuda, more, true).is_ok());
+        }
+        Err(reason) => {
+            let auto = DeviceMesh::discover(MeshKind::Auto, None, false).unwrap();
+            assert!(matches!(auto, DeviceMesh::Cpu { ranks: 4, .. }));
+            assert!(
+                auto.describe().contains(&reason.to_string()),
+                "{}",
+                auto.describe()
+            );
+            let err = DeviceMesh::discover(MeshKind::Cuda, Some(2), false)
+                .err()
+                .unwrap();
+            assert!(
+                matches!(&err, firemesh::Error::Unavailable(why) if *why == reason),
+                "{err}"
+            );
+        }
+    }
+    let cpu = DeviceMesh::discover(MeshKind::Cpu, Some(3), false).unwrap();
+    assert_eq!(cpu.describe(), "a CPU mesh of 3 rank(s)");
+    assert!(DeviceMesh::discover(MeshKind::Cpu, Some(0), false).is_err());
+    let err = DeviceMesh::discover(MeshKind::Cpu, Some(65), false)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("at most 64"), "{err}");
+}
+
+/// The same job on separate wgpu clients (lavapipe in CI): sums and gathers across the clients
+/// run on our CubeCL group, none on the portable path.
+#[test]
+fn the_job_trains_on_a_wgpu_mesh() {
+    if let Err(reason) = firemesh_collective::wgpu_devices::wgpu_devices(2) {
+        if std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+            panic!("FIREMESH_REQUIRE_WGPU=1 but no wgpu adapter: {reason}");
+        }
+        return eprintln!("SKIPPED: no wgpu adapter ({reason})");
+    }
+    let dir = scratch("wgpu");
+    let summary = train::run(&config(TrainOptions {
+        mesh: Some(MeshKind::Wgpu),
+        samples: Some(64),
+        eval_samples: Some(16),
+        batch: Some(8),
+        steps: Some(6),
+        ..tiny(&dir)
+    }))
+    .unwrap();
+    assert_eq!(summary.fallbacks, 0);
+    assert!(
+        summary.routes.get("mesh-group") > Some(&0)
+            && !summary.routes.contains_key("portable-group"),
+        "{:?}",
+        summary.routes
+    );
+    assert!(
+        summary.last_loss.is_finite() && summary.last_loss < summary.first_loss,
+        "loss {} -> {}",
+        summary.first_loss,
+        summary.last_loss
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

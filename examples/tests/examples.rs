@@ -1,0 +1,112 @@
+//! Every example runs to completion at a tiny size (cargo builds the examples before it runs
+//! this test).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+/// target/<profile>/examples/<name>, beside this test's target/<profile>/deps/.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let path = profile_dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test -p firemesh-examples` builds it",
+        path.display()
+    );
+    path
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("firemesh-examples-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs an example with `args` (split at spaces); returns its standard output after checking
+/// it succeeded.
+fn run(name: &str, args: &str) -> String {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let start = Instant::now();
+    let out = Command::new(example(name))
+        .args(&args)
+        .output()
+        .expect("the example starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "example {name} {}: {:.1} s\n{stdout}",
+        args.join(" "),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(out.status.success(), "{name} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+#[test]
+fn data_parallel() {
+    let out = run("data_parallel", "--ranks 3 --steps 150 --batch 48");
+    let accuracy: f64 = out
+        .lines()
+        .find_map(|l| l.split("accuracy on 3 ranks: ").nth(1))
+        .and_then(|v| v.trim_end_matches('%').parse().ok())
+        .expect("an accuracy line");
+    assert!(accuracy > 60.0, "3 spiral arms, chance is 33%: {accuracy}%");
+}
+
+#[test]
+fn train_resnet() {
+    let dir = scratch("resnet");
+    let out = run(
+        "train_resnet",
+        &format!(
+            "--model resnet-tiny --mesh cpu --ranks 2 --samples 64 --batch 16 --epochs 2 \
+             --image-size 8 --eval-samples 32 --run-dir {}",
+            dir.display()
+        ),
+    );
+    assert!(out.contains("top-1 accuracy"), "{out}");
+    assert!(dir.join("summary.json").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_gpt() {
+    let dir = scratch("gpt");
+    let out = run(
+        "train_gpt",
+        &format!(
+            "--mesh cpu --ranks 2 --steps 6 --batch 8 --run-dir {}",
+            dir.display()
+        ),
+    );
+    assert!(out.contains("perplexity"), "{out}");
+    assert!(out.contains("sampled continuation"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn learner() {
+    let dir = scratch("learner");
+    let out = run(
+        "learner",
+        &format!("--ranks 2 --epochs 2 --dir {}", dir.display()),
+    );
+    assert!(out.contains("validation accuracy"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On wgpu devices when an adapter is found, and on the CPU.
+#[test]
+fn collectives() {
+    for args in ["--ranks 3", "--ranks 3 --cpu"] {
+        let out = run("collectives", args);
+        for op in ["all-reduce", "all-gather", "broadcast"] {
+            assert!(out.contains(op), "{out}");
+        }
+    }
+}
