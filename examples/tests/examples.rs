@@ -74,6 +74,34 @@ fn train_resnet() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The image-folder source (PNG and JPEG in class folders) through the same example.
+#[test]
+fn train_resnet_on_an_image_folder() {
+    let dir = scratch("folder");
+    for (class, rgb) in [("cat", [200u8, 40, 40]), ("dog", [40u8, 40, 200])] {
+        std::fs::create_dir_all(dir.join("data").join(class)).unwrap();
+        for i in 0..10u8 {
+            let image = image::RgbImage::from_pixel(10 + u32::from(i), 7, image::Rgb(rgb));
+            let ext = if i % 2 == 0 { "png" } else { "jpg" };
+            image
+                .save(dir.join("data").join(class).join(format!("{i}.{ext}")))
+                .unwrap();
+        }
+    }
+    let out = run(
+        "train_resnet",
+        &format!(
+            "--model resnet-tiny --data images:{} --mesh cpu --ranks 2 --batch 4 --steps 4 \
+             --image-size 8 --run-dir {}",
+            dir.join("data").display(),
+            dir.join("run").display()
+        ),
+    );
+    assert!(out.contains("2 classes"), "{out}");
+    assert!(out.contains("top-1 accuracy"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn train_gpt() {
     let dir = scratch("gpt");

@@ -280,3 +280,38 @@ fn damaged_and_foreign_checkpoints_and_a_diverging_loss() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run resumed on another rank count continues with the same global batch.
+#[test]
+fn resuming_on_another_rank_count_keeps_the_global_batch() {
+    let dir = scratch("reshape");
+    let run = dir.join("run");
+    let go = |a: Vec<String>| cli(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let first = go(train_args(
+        &run,
+        "--samples 64 --checkpoint-every 2 --steps 4",
+    ));
+    assert!(first.status.success());
+    let mut more = train_args(&run, "--samples 64 --checkpoint-every 2 --steps 8 --resume");
+    let ranks = more.iter().position(|a| a == "--ranks").unwrap();
+    more[ranks + 1] = "3".into();
+    let out = go(more);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("written on 2 ranks; continuing on 3 with the same global batch of 8"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (summary["steps"].as_u64(), summary["ranks"].as_u64()),
+        (Some(8), Some(3))
+    );
+    assert_eq!(summary["batch"].as_u64(), Some(8));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
