@@ -9,7 +9,7 @@
 //! ```
 
 use burn::prelude::*;
-use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_flex::{Flex, FlexDevice};
 use clap::Parser;
 use cubecl::wgpu::WgpuRuntime;
 use firemesh_collective::wgpu_devices::wgpu_devices;
@@ -42,12 +42,12 @@ fn main() -> Result<()> {
                 println!("no wgpu adapter ({why})");
             }
             println!("{n} ranks on the CPU, portable group");
-            let group = PortableGroup::<NdArray>::new_shared(vec![NdArrayDevice::Cpu; n])?;
+            let group = PortableGroup::<Flex>::new_shared(vec![FlexDevice; n])?;
             show(
                 &group,
                 |_, values| {
                     let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
-                    Ok(Tensor::from_floats(values.as_slice(), &NdArrayDevice::Cpu))
+                    Ok(Tensor::from_floats(values.as_slice(), &FlexDevice))
                 },
                 |t| {
                     let values = t.to_data().iter::<f32>().map(f64::from).collect();

@@ -9,18 +9,18 @@
 //! cargo run --release -p firemesh-examples --example data_parallel -- --ranks 4
 //! ```
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use burn_ndarray::NdArrayDevice;
+use burn_flex::FlexDevice;
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
 use firemesh_examples::Spirals;
 
-type B = Autodiff<Sharded<NdArray>>; // firemesh: was Autodiff<NdArray>
+type B = Autodiff<Sharded<Flex>>; // firemesh: was Autodiff<Flex>
 
 #[derive(Module, Debug)]
 struct Mlp<B: Backend> {
@@ -56,7 +56,7 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let device = Mesh::replicate(NdArrayDevice::Cpu, args.ranks)?; // firemesh: was NdArrayDevice::Cpu
+    let device = Mesh::replicate(FlexDevice, args.ranks)?; // firemesh: was FlexDevice
     let data = Spirals::new(3, 200);
     let batch = args.batch.clamp(args.ranks, data.len());
 
@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (x, y) = data.tensors::<B>(0..data.len(), &device);
     let predicted = model.forward(x).argmax(1).squeeze_dim::<1>(1);
-    let correct: i64 = predicted.equal(y).int().sum().into_scalar();
+    let correct: i64 = predicted.equal(y).int().sum().into_scalar().into();
     println!(
         "training accuracy on {} ranks: {:.1}%",
         args.ranks,

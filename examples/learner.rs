@@ -6,7 +6,7 @@
 //! cargo run --release -p firemesh-examples --example learner -- --ranks 4 --epochs 5
 //! ```
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
@@ -21,13 +21,13 @@ use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
-use burn_ndarray::NdArrayDevice;
+use burn_flex::FlexDevice;
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, MeshBackend, Sharded};
 use firemesh_examples::Spirals;
 use std::sync::Arc;
 
-type B = Autodiff<Sharded<NdArray>>;
+type B = Autodiff<Sharded<Flex>>;
 
 #[derive(Module, Debug)]
 struct Mlp<B: Backend> {
@@ -111,7 +111,7 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mesh = Mesh::replicate(NdArrayDevice::Cpu, args.ranks)?;
+    let mesh = Mesh::replicate(FlexDevice, args.ranks)?;
     let dir = args.dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("firemesh-learner-{}", std::process::id()))
     });
@@ -122,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let training = SupervisedTraining::new(
         &dir,
         loader::<B>(Spirals::new(3, 200)),
-        loader::<Sharded<NdArray>>(Spirals::new(3, 50)),
+        loader::<Sharded<Flex>>(Spirals::new(3, 50)),
     )
     .metric_train_numeric(LossMetric::new())
     .metric_valid_numeric(LossMetric::new())
@@ -135,9 +135,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .model;
 
     let valid = Spirals::new(3, 50);
-    let (x, y) = valid.tensors::<Sharded<NdArray>>(0..valid.len(), &mesh);
+    let (x, y) = valid.tensors::<Sharded<Flex>>(0..valid.len(), &mesh);
     let predicted = trained.forward(x).argmax(1).squeeze_dim::<1>(1);
-    let correct: i64 = predicted.equal(y).int().sum().into_scalar();
+    let correct: i64 = predicted.equal(y).int().sum().into_scalar().into();
     println!(
         "{} epochs on {} ranks with burn-train's Learner: validation accuracy {:.1}%; checkpoints in {}",
         args.epochs,

@@ -101,8 +101,8 @@ pub struct StepRow {
     pub setup: String,
     pub median_step_ms: f64,
     pub images_per_s: f64,
-    /// Step time over the first setup's (plain NdArray).
-    pub vs_ndarray: f64,
+    /// Step time over the first setup's (plain Flex).
+    pub vs_flex: f64,
     /// Step time over the second setup's (Sharded with one rank).
     pub vs_sharded_n1: f64,
     pub final_loss: f32,
@@ -117,7 +117,7 @@ pub fn step_rows(
     batch: usize,
 ) -> (Vec<StepRow>, String) {
     let mut md = String::from(
-        "| setup | median step ms | images/s | vs NdArray | vs Sharded N=1 | final loss |\n\
+        "| setup | median step ms | images/s | vs Flex | vs Sharded N=1 | final loss |\n\
          |---|---|---|---|---|---|\n",
     );
     let rows: Vec<StepRow> = setups
@@ -127,7 +127,7 @@ pub fn step_rows(
             setup: setup.clone(),
             median_step_ms: medians[i] * 1e3,
             images_per_s: batch as f64 / medians[i],
-            vs_ndarray: medians[i] / medians[0],
+            vs_flex: medians[i] / medians[0],
             vs_sharded_n1: medians[i] / medians[1],
             final_loss: losses[i],
         })
@@ -135,7 +135,7 @@ pub fn step_rows(
     for r in &rows {
         md += &format!(
             "| {} | {:.1} | {:.1} | {:.3}× | {:.3}× | {:.4} |\n",
-            r.setup, r.median_step_ms, r.images_per_s, r.vs_ndarray, r.vs_sharded_n1, r.final_loss
+            r.setup, r.median_step_ms, r.images_per_s, r.vs_flex, r.vs_sharded_n1, r.final_loss
         );
     }
     (rows, md)

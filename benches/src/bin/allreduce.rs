@@ -3,7 +3,7 @@
 //!
 //! cargo run --release -p firemesh-benches --features burn-collective --bin allreduce -- --max-mib 16
 
-use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_flex::{Flex, FlexDevice};
 use burn_tensor::Tensor;
 use clap::Parser;
 use cubecl::wgpu::WgpuRuntime;
@@ -14,7 +14,7 @@ use firemesh_collective::{
 };
 use std::sync::Arc;
 
-type Cpu = NdArray<f32>;
+type Cpu = Flex;
 
 #[derive(Parser)]
 struct Args {
@@ -30,7 +30,7 @@ struct Args {
     /// Timed repetitions per point (the median is reported).
     #[arg(long, default_value_t = 5)]
     iters: usize,
-    /// Largest message measured on the CPU (NdArray) rows, MiB.
+    /// Largest message measured on the CPU (Flex) rows, MiB.
     #[arg(long, default_value_t = 256)]
     cpu_max_mib: usize,
     /// Skip the wgpu (software Vulkan on a machine without GPU) measurements.
@@ -66,9 +66,9 @@ fn main() {
     }
     let mut rows = Vec::new();
     let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
-    md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on NdArray run on the same data in the same run;\n";
-    md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on NdArray only.\n\n";
-    md += "| N | size | ours cuda | ours wgpu | ours ndarray | burn-collective ndarray | ours/peer (ndarray) | host memcpy | ours wgpu / memcpy | ours ndarray / memcpy |\n";
+    md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on Flex run on the same data in the same run;\n";
+    md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on Flex only.\n\n";
+    md += "| N | size | ours cuda | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
     md += "|---|---|---|---|---|---|---|---|---|---|\n";
     for &n in &args.ranks {
         for &bytes in &sizes {
@@ -144,7 +144,7 @@ fn main() {
         }
     }
     md +=
-        "\nOn NdArray every rank shares one device: our all-reduce then adds the N buffers into rank \
+        "\nOn Flex every rank shares one device: our all-reduce then adds the N buffers into rank \
            0's buffer in place and gives every rank the result, as a shared-memory \
            transport would; burn-collective runs its own algorithm on the same tensors. Each of its N-1 \
            in-place additions moves about the bytes of one memcpy (read both, write one back), so \
@@ -164,7 +164,7 @@ fn main() {
     );
     if args.cpu_max_mib < args.max_mib {
         md += &format!(
-            "\nThe NdArray columns stop at {} MiB (`--cpu-max-mib`).\n",
+            "\nThe Flex columns stop at {} MiB (`--cpu-max-mib`).\n",
             args.cpu_max_mib
         );
     }
@@ -217,13 +217,13 @@ fn device_point<R: CollectiveRuntime>(
 
 fn cpu_inputs(n: usize, len: usize) -> Vec<Tensor<Cpu, 1>> {
     (0..n)
-        .map(|r| Tensor::<Cpu, 1>::full([len], r as f32, &NdArrayDevice::Cpu))
+        .map(|r| Tensor::<Cpu, 1>::full([len], r as f32, &FlexDevice))
         .collect()
 }
 
-/// Our portable all-reduce over NdArray tensors.
+/// Our portable all-reduce over Flex tensors.
 fn portable_point(n: usize, len: usize, iters: usize) -> Row {
-    let group = PortableGroup::<Cpu>::new_shared(vec![NdArrayDevice::Cpu; n]).expect("group");
+    let group = PortableGroup::<Cpu>::new_shared(vec![FlexDevice; n]).expect("group");
     let secs = time_median(iters, || {
         let mut bufs = cpu_inputs(n, len);
         seconds(|| {
@@ -232,10 +232,10 @@ fn portable_point(n: usize, len: usize, iters: usize) -> Row {
                 .expect("all_reduce")
         })
     });
-    Row::new("ours", "ndarray", n, len * 4, secs)
+    Row::new("ours", "flex", n, len * 4, secs)
 }
 
-/// burn-collective's ring all-reduce on the same NdArray data: one thread per rank.
+/// burn-collective's ring all-reduce on the same Flex data: one thread per rank.
 #[cfg(feature = "burn-collective")]
 fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
     use burn_collective::{
@@ -256,7 +256,7 @@ fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
             let (config, barrier, samples) = (config.clone(), &barrier, &samples);
             s.spawn(move || {
                 let id = PeerId::from(r);
-                register::<Cpu>(id, NdArrayDevice::Cpu, config).expect("register");
+                register::<Cpu>(id, FlexDevice, config).expect("register");
                 for i in 0..=iters {
                     let t = input.clone().into_primitive().tensor();
                     barrier.wait();
@@ -275,7 +275,7 @@ fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
     samples.sort_by(f64::total_cmp);
     Some(Row::new(
         "burn-collective",
-        "ndarray",
+        "flex",
         n,
         len * 4,
         samples[samples.len() / 2],

@@ -1,13 +1,13 @@
 //! Training-step time of a small ResNet through burn-train's own `Learner`, side by side in one
-//! run: on plain `NdArray`, on `Sharded<NdArray>` with N=1 and N=2, and through burn-train's
-//! `MultiDevice` strategy over two NdArray devices (the peer). Every setup trains on the same
+//! run: on plain `Flex`, on `Sharded<Flex>` with N=1 and N=2, and through burn-train's
+//! `MultiDevice` strategy over two Flex devices (the peer). Every setup trains on the same
 //! images, 32 per optimizer step; setups take turns epoch by epoch, so machine noise hits them
 //! alike.
 //!
 //! `cargo run --release -p firemesh-benches --bin learner_step`
 
-use burn::backend::ndarray::NdArrayDevice;
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
@@ -46,10 +46,10 @@ struct Args {
     out: String,
 }
 
-type Ref = NdArray<f32>;
-type Mesh1 = Mesh<NdArrayDevice>;
+type Ref = Flex;
+type Mesh1 = Mesh<FlexDevice>;
 const CLASSES: usize = 10;
-const CPU: NdArrayDevice = NdArrayDevice::Cpu;
+const CPU: FlexDevice = FlexDevice;
 
 #[derive(Module, Debug)]
 struct Classifier<B: Backend> {
@@ -205,22 +205,22 @@ fn sharded(ranks: usize) -> Epoch {
 fn setups() -> Vec<Setup> {
     vec![
         Setup {
-            name: "NdArray, one device",
+            name: "Flex, one device",
             epoch: Box::new(|args: &Args| {
                 let strategy = ExecutionStrategy::single(CPU);
                 epoch::<Ad, _>(args, &CPU, Plain(args.size), args.batch, strategy)
             }),
         },
         Setup {
-            name: "Sharded<NdArray> N=1",
+            name: "Sharded<Flex> N=1",
             epoch: sharded(1),
         },
         Setup {
-            name: "Sharded<NdArray> N=2 (thread pool)",
+            name: "Sharded<Flex> N=2 (thread pool)",
             epoch: sharded(2),
         },
         Setup {
-            name: "burn-train MultiDevice, 2 NdArray devices",
+            name: "burn-train MultiDevice, 2 Flex devices",
             epoch: Box::new(|args: &Args| {
                 let strategy =
                     ExecutionStrategy::multi(vec![CPU, CPU], MultiDeviceOptim::OptimMainDevice);

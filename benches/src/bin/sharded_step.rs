@@ -1,10 +1,10 @@
-//! Training-step time of a small ResNet on `Sharded<NdArray>` against plain `NdArray`, measured
+//! Training-step time of a small ResNet on `Sharded<Flex>` against plain `Flex`, measured
 //! side by side: setups take turns step by step, so machine noise hits them alike.
 //!
 //! `cargo run --release -p firemesh-benches --bin sharded_step`
 
-use burn::backend::ndarray::NdArrayDevice;
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
@@ -32,7 +32,7 @@ struct Args {
     out: String,
 }
 
-type Ref = NdArray<f32>;
+type Ref = Flex;
 const CLASSES: usize = 10;
 
 /// A batch of images and labels, placed on a setup's device (kept, or sharded over a mesh).
@@ -119,9 +119,9 @@ fn split(
 fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
     // Meshes of equal device lists are one mesh, so setups of the same size share it and each
     // sets its execution mode right before its step.
-    let mesh = Mesh::replicate(NdArrayDevice::Cpu, ranks).expect("mesh");
+    let mesh = Mesh::replicate(FlexDevice, ranks).expect("mesh");
     let name = format!(
-        "Sharded<NdArray> N={ranks}{}",
+        "Sharded<Flex> N={ranks}{}",
         if parallel { " (thread pool)" } else { "" }
     );
     let setup = run::<Autodiff<Sharded<Ref>>>(name, mesh.clone(), split);
@@ -134,7 +134,7 @@ fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
 
 /// Sets the mesh's execution mode before each step (setups share meshes of equal size).
 struct Mode {
-    mesh: Mesh<NdArrayDevice>,
+    mesh: Mesh<FlexDevice>,
     parallel: bool,
     inner: Box<dyn Setup>,
 }
@@ -152,7 +152,7 @@ impl Setup for Mode {
 fn main() {
     let args = Args::parse();
     let mut setups: Vec<Box<dyn Setup>> = vec![
-        run::<Autodiff<Ref>>("NdArray".into(), NdArrayDevice::Cpu, keep),
+        run::<Autodiff<Ref>>("Flex".into(), FlexDevice, keep),
         sharded(1, false),
         sharded(2, false),
         sharded(2, true),

@@ -1,6 +1,6 @@
 //! `Sharded<B>`: a Burn backend that splits tensors across the devices of a mesh.
 //!
-//! Change one type — `Autodiff<Sharded<NdArray>>` for `Autodiff<NdArray>` — and put the batch
+//! Change one type — `Autodiff<Sharded<Flex>>` for `Autodiff<Flex>` — and put the batch
 //! on the mesh with [`shard`]: every op then runs on all ranks at once, following a placement
 //! rule that keeps data where it is; weight gradients come out `Partial` and are summed across
 //! the ranks when the optimizer combines them with `Replicated` parameters. An op with no rule

@@ -176,7 +176,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
 
 impl<D> Mesh<D> {
     /// Whether the ranks' work runs on a thread pool, one task per rank, instead of in turn on
-    /// the calling thread. Worth it for backends that compute on the calling thread (NdArray);
+    /// the calling thread. Worth it for backends that compute on the calling thread (Flex);
     /// CubeCL backends queue work asynchronously and keep each thread's stream order, so they
     /// should keep the default (off). The setting is shared by every handle to this mesh.
     pub fn set_parallel(&self, parallel: bool) {

@@ -1,4 +1,4 @@
-//! Collectives over plain Burn tensors, for inner backends that are not CubeCL (NdArray).
+//! Collectives over plain Burn tensors, for inner backends that are not CubeCL (Flex).
 
 use crate::checks::{self, BufferMeta, BufferRules};
 use crate::config::Algorithm;

@@ -192,9 +192,9 @@ fn device_demo<R: CollectiveRuntime>(
 }
 
 fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
-    type B = burn_ndarray::NdArray;
+    type B = burn_flex::Flex;
     let group = DeviceMesh::cpu_group(n)?;
-    let device = burn_ndarray::NdArrayDevice::Cpu;
+    let device = burn_flex::FlexDevice;
     let make = || -> Vec<Tensor<B, 1>> {
         (0..n)
             .map(|r| Tensor::<B, 1>::full([len], r as f32, &device))

@@ -119,11 +119,8 @@ impl DeviceMesh {
         Ok(Group::new(devices.to_vec())?)
     }
 
-    pub fn cpu_group(n: usize) -> Result<PortableGroup<burn_ndarray::NdArray>> {
-        Ok(PortableGroup::new_shared(vec![
-            burn_ndarray::NdArrayDevice::Cpu;
-            n
-        ])?)
+    pub fn cpu_group(n: usize) -> Result<PortableGroup<burn_flex::Flex>> {
+        Ok(PortableGroup::new_shared(vec![burn_flex::FlexDevice; n])?)
     }
 }
 

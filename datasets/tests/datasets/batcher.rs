@@ -1,14 +1,14 @@
 //! Batchers hand each rank its slice of a global batch as tensors on that rank's device.
 
-use burn::backend::ndarray::NdArrayDevice;
-use burn::backend::NdArray;
+use burn::backend::flex::FlexDevice;
+use burn::backend::Flex;
 use burn::data::dataset::Dataset;
 use firemesh_datasets::{
     shard_image_batch, shard_token_batch, DatasetError, DistributedSampler, ImageItem,
     SamplerPosition, SyntheticImages, SyntheticImagesConfig, TailPolicy, TextCorpus,
 };
 
-type B = NdArray<f32>;
+type B = Flex;
 
 fn synthetic() -> SyntheticImages {
     let config = SyntheticImagesConfig {
@@ -24,7 +24,7 @@ fn synthetic() -> SyntheticImages {
 #[test]
 fn image_batches_are_each_ranks_slice_in_order() {
     let data = synthetic();
-    let devices = [NdArrayDevice::Cpu; 3];
+    let devices = [FlexDevice; 3];
     let sampler = DistributedSampler::new(data.len(), 3, 9, 8, TailPolicy::DropLast).unwrap();
     let global = sampler
         .batches_from(SamplerPosition::default())
@@ -51,8 +51,7 @@ fn image_batches_are_each_ranks_slice_in_order() {
 #[test]
 fn uneven_global_batches_give_the_first_ranks_one_more() {
     let data = synthetic();
-    let batches =
-        shard_image_batch::<B, _>(&data, &[0, 1, 2, 3, 4], &[NdArrayDevice::Cpu; 3]).unwrap();
+    let batches = shard_image_batch::<B, _>(&data, &[0, 1, 2, 3, 4], &[FlexDevice; 3]).unwrap();
     let sizes: Vec<usize> = batches.iter().map(|b| b.labels.dims()[0]).collect();
     assert_eq!(sizes, [2, 2, 1]);
 }
@@ -61,8 +60,7 @@ fn uneven_global_batches_give_the_first_ranks_one_more() {
 fn token_batches_are_windows_per_rank() {
     let corpus = TextCorpus::from_tokens((0..40).collect(), 4).unwrap();
     assert_eq!(corpus.len(), 9);
-    let batches =
-        shard_token_batch::<B, _>(&corpus, &[0, 2, 5, 8], &[NdArrayDevice::Cpu; 2]).unwrap();
+    let batches = shard_token_batch::<B, _>(&corpus, &[0, 2, 5, 8], &[FlexDevice; 2]).unwrap();
     assert_eq!(batches[0].dims(), [2, 5]);
     let rank1: Vec<i64> = batches[1].to_data().convert::<i64>().to_vec().unwrap();
     assert_eq!(rank1, [20, 21, 22, 23, 24, 32, 33, 34, 35, 36]);
@@ -71,7 +69,7 @@ fn token_batches_are_windows_per_rank() {
 #[test]
 fn bad_batches_are_errors() {
     let data = synthetic();
-    let devices = [NdArrayDevice::Cpu; 2];
+    let devices = [FlexDevice; 2];
     let err = shard_image_batch::<B, _>(&data, &[0], &devices).unwrap_err();
     assert!(err.to_string().contains("global_indices"), "{err}");
     let err = shard_image_batch::<B, _>(&data, &[0, 30], &devices).unwrap_err();
@@ -93,7 +91,7 @@ fn bad_batches_are_errors() {
         },
     ];
     let mixed = burn::data::dataset::InMemDataset::new(mixed);
-    let err = shard_image_batch::<B, _>(&mixed, &[0, 1], &[NdArrayDevice::Cpu])
+    let err = shard_image_batch::<B, _>(&mixed, &[0, 1], &[FlexDevice])
         .unwrap_err()
         .to_string();
     assert!(err.contains("item 1") && err.contains("[1, 3, 3]"), "{err}");

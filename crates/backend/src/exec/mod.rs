@@ -210,7 +210,7 @@ fn fill_empty<B: Backend, O: Outputs<B>>(
 
 /// Calls `f` on every rank's arguments: in turn on the calling thread (the default, right for
 /// backends that queue work asynchronously), or on a thread pool when the mesh asks for it
-/// (backends that compute on the calling thread, like NdArray).
+/// (backends that compute on the calling thread, like Flex).
 pub(crate) fn each_rank<D, A: Send, O: Send>(
     mesh: &Mesh<D>,
     args: Vec<A>,

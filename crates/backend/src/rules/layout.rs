@@ -127,13 +127,21 @@ pub(crate) fn local_slices(slices: &[Slice], out: Placement) -> Vec<Slice> {
     s
 }
 
-/// Slice-assign `[tensor, value]`: both sharded alike along a dim the slice keeps whole, a
-/// `Partial` tensor with a value made `Partial`, or both `Replicated`.
+/// Slice-assign `[tensor, value]`: both sharded alike along a dim the slice keeps whole (a
+/// `Replicated` tensor is cut into the value's blocks, as autodiff's slice backward assigns a
+/// sharded gradient into zeros), a `Partial` tensor with a value made `Partial`, or both
+/// `Replicated`.
 pub(crate) fn slice_assign(m: &[Meta], slices: &[Slice]) -> Plan {
     let (t, value) = (&m[0], &m[1]);
     match (t.placement, value.placement) {
         (Placement::Shard(d), _) if keeps_whole_dim(slices, d, t.shape[d]) => {
             Plan::new(vec![Want::Keep, Want::shard_like(d, t)], t.placement)
+        }
+        (Placement::Replicated, Placement::Shard(d)) if keeps_whole_dim(slices, d, t.shape[d]) => {
+            Plan::new(
+                vec![Want::shard_like(d, value), Want::Keep],
+                value.placement,
+            )
         }
         (Placement::Partial, Placement::Partial | Placement::Replicated) => {
             Plan::new(vec![Want::Keep, Want::Partial], Placement::Partial)

@@ -2,22 +2,22 @@
 //! put into every placement, and a comparison with a relative tolerance.
 #![allow(dead_code)]
 
-use burn::backend::ndarray::NdArrayDevice;
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
 use firemesh_backend::{from_parts, redistribute, Mesh, MeshBackend, Placement, Sharded};
 
-pub type Ref = NdArray<f32>;
+pub type Ref = Flex;
 pub type S = Sharded<Ref>;
 pub type RefAd = Autodiff<Ref>;
 pub type SAd = Autodiff<S>;
 
-pub type Dev = NdArrayDevice;
-pub const CPU: NdArrayDevice = NdArrayDevice::Cpu;
+pub type Dev = FlexDevice;
+pub const CPU: FlexDevice = FlexDevice;
 
-pub fn mesh(ranks: usize) -> Mesh<NdArrayDevice> {
+pub fn mesh(ranks: usize) -> Mesh<FlexDevice> {
     Mesh::replicate(CPU, ranks).expect("a valid mesh")
 }
 
@@ -50,7 +50,7 @@ pub fn placements(shape: &[usize], ranks: usize) -> Vec<Layout> {
 /// not trivial: rank r holds the elements whose flat index is r mod N.
 pub fn lift<Bk, const D: usize>(
     t: &Tensor<Ref, D>,
-    mesh: &Mesh<NdArrayDevice>,
+    mesh: &Mesh<FlexDevice>,
     layout: Layout,
 ) -> Tensor<Bk, D>
 where
@@ -209,14 +209,14 @@ pub fn params<B: Backend, M: Module<B>>(m: &M) -> Vec<Vec<f32>> {
     v.0
 }
 
-/// NdArray's generator and the meshes' random streams are one per process: tests that seed
+/// Flex's generator and the meshes' random streams are one per process: tests that seed
 /// them and draw run one at a time.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Builds the reference and the sharded model from the same random draws. NdArray's generator
+/// Builds the reference and the sharded model from the same random draws. Flex's generator
 /// is global and both backends draw from it, so the inits hold a lock and reseed it.
 /// Burn initializes parameters lazily, so both are visited (which draws them) under the lock.
 pub fn same_init<A: Module<RefAd>, C: Module<SAd>>(

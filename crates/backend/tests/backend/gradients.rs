@@ -1,4 +1,4 @@
-//! Gradients through `Autodiff<Sharded<NdArray>>` equal those through `Autodiff<NdArray>`, for
+//! Gradients through `Autodiff<Sharded<Flex>>` equal those through `Autodiff<Flex>`, for
 //! every input placement, on N = 1..4 ranks.
 
 use crate::common;
@@ -103,7 +103,7 @@ fn normalization_statistics_over_the_batch() {
 
 #[test]
 fn autodiff_backend_is_sharded_inner() {
-    // The inner backend of Autodiff<Sharded<NdArray>> is Sharded<NdArray>: gradients live on
+    // The inner backend of Autodiff<Sharded<Flex>> is Sharded<Flex>: gradients live on
     // the mesh with a placement.
     let mesh = mesh(3);
     let x = lift::<SAd, 2>(&rand([6, 2], 11), &mesh, Layout::Shard(0)).require_grad();

@@ -1,4 +1,4 @@
-//! burn-train's `Learner` runs unmodified on `Autodiff<Sharded<NdArray>>`: the only change from a
+//! burn-train's `Learner` runs unmodified on `Autodiff<Sharded<Flex>>`: the only change from a
 //! one-device program is the batcher, which shards each batch over the mesh. Training, metrics,
 //! validation and file checkpoints go through burn-train's own code, and the result matches the
 //! same training on one device. An interrupted run resumed from its checkpoint ends where the

@@ -1,5 +1,5 @@
-//! Every op with a placement rule gives on `Sharded<NdArray>` (N = 1..4 ranks, every input
-//! placement) what it gives on `NdArray`.
+//! Every op with a placement rule gives on `Sharded<Flex>` (N = 1..4 ranks, every input
+//! placement) what it gives on `Flex`.
 
 use crate::common;
 

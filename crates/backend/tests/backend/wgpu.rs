@@ -1,5 +1,5 @@
 //! `Sharded<Wgpu>` over separate lavapipe clients (each rank its own memory): a subset of the
-//! ops and a gradient, compared with NdArray. Data moves between ranks through host memory
+//! ops and a gradient, compared with Flex. Data moves between ranks through host memory
 //! and sums go through firemesh-collective.
 
 use crate::common;
@@ -35,7 +35,7 @@ fn devices(n: usize) -> Option<Vec<WgpuDevice>> {
 }
 
 #[test]
-fn ops_on_separate_wgpu_clients_match_ndarray() {
+fn ops_on_separate_wgpu_clients_match_flex() {
     let _wgpu = one_at_a_time();
     let x = rand([6, 5], 1);
     let w = rand([5, 4], 2);
@@ -114,7 +114,7 @@ fn redistribution_through_the_cubecl_group() {
 }
 
 #[test]
-fn gradients_on_separate_wgpu_clients_match_ndarray() {
+fn gradients_on_separate_wgpu_clients_match_flex() {
     let _wgpu = one_at_a_time();
     let x = rand([6, 3], 4);
     let w = rand([3, 2], 5);

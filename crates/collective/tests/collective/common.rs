@@ -1,5 +1,5 @@
 //! The collective test suite, written once and run against every group kind
-//! (CubeCL devices over lavapipe, the portable path over NdArray).
+//! (CubeCL devices over lavapipe, the portable path over Flex).
 #![allow(dead_code)]
 
 use firemesh_collective::{

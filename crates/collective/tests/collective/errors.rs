@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_flex::{Flex, FlexDevice};
 use burn_tensor::Tensor;
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use firemesh_collective::{
@@ -10,7 +10,7 @@ use firemesh_collective::{
 };
 use std::time::{Duration, Instant};
 
-type B = NdArray<f32>;
+type B = Flex;
 
 fn wgpu_group(n: usize) -> Option<Group<WgpuRuntime>> {
     Some(Group::new(common::wgpu_or_skip(n)?).unwrap())
@@ -42,10 +42,10 @@ fn empty_group_and_duplicate_rank() {
     );
     assert!(Group::<WgpuRuntime>::new_shared(vec![d[0].clone(), d[0].clone()]).is_ok());
     assert_eq!(
-        PortableGroup::<NdArray>::new(vec![]).err(),
+        PortableGroup::<Flex>::new(vec![]).err(),
         Some(CollectiveError::EmptyGroup)
     );
-    assert!(PortableGroup::<NdArray>::new(vec![NdArrayDevice::Cpu, NdArrayDevice::Cpu]).is_err());
+    assert!(PortableGroup::<Flex>::new(vec![FlexDevice, FlexDevice]).is_err());
 }
 
 #[test]
@@ -168,12 +168,7 @@ fn all_reduce_ones(comms: &[Communicator<PortableGroup<B>>]) -> Vec<Result<Tenso
         let hs: Vec<_> = comms
             .iter()
             .map(|c| {
-                s.spawn(move || {
-                    c.all_reduce(
-                        Tensor::<B, 1>::ones([4], &NdArrayDevice::Cpu),
-                        ReduceOp::Sum,
-                    )
-                })
+                s.spawn(move || c.all_reduce(Tensor::<B, 1>::ones([4], &FlexDevice), ReduceOp::Sum))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -183,7 +178,7 @@ fn all_reduce_ones(comms: &[Communicator<PortableGroup<B>>]) -> Vec<Result<Tenso
 #[test]
 fn a_missing_rank_times_out_everywhere() {
     let _wgpu = common::collectives_on_wgpu();
-    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
+    let g = PortableGroup::<B>::new_shared(vec![FlexDevice; 3]).unwrap();
     let comms = Communicator::split(g, Duration::from_millis(300));
     let start = Instant::now();
     let results = all_reduce_ones(&comms[..2]);
@@ -205,16 +200,12 @@ fn a_missing_rank_times_out_everywhere() {
 #[test]
 fn ranks_disagreeing_on_the_op_fail() {
     let _wgpu = common::collectives_on_wgpu();
-    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 2]).unwrap();
+    let g = PortableGroup::<B>::new_shared(vec![FlexDevice; 2]).unwrap();
     let comms = Communicator::split(g, Duration::from_secs(10));
     let results: Vec<_> = std::thread::scope(|s| {
-        let a = s.spawn(|| {
-            comms[0].all_reduce(
-                Tensor::<B, 1>::ones([4], &NdArrayDevice::Cpu),
-                ReduceOp::Sum,
-            )
-        });
-        let b = s.spawn(|| comms[1].broadcast(Tensor::<B, 1>::ones([4], &NdArrayDevice::Cpu), 0));
+        let a =
+            s.spawn(|| comms[0].all_reduce(Tensor::<B, 1>::ones([4], &FlexDevice), ReduceOp::Sum));
+        let b = s.spawn(|| comms[1].broadcast(Tensor::<B, 1>::ones([4], &FlexDevice), 0));
         vec![a.join().unwrap(), b.join().unwrap()]
     });
     for r in results {

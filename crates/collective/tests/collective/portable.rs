@@ -1,23 +1,23 @@
-//! The collective suite on the portable path: plain Burn tensor ops on NdArray (every rank on
+//! The collective suite on the portable path: plain Burn tensor ops on Flex (every rank on
 //! one device) and on burn-wgpu over separate lavapipe clients (every move between ranks goes
 //! through host memory).
 
 use crate::common;
 
-use burn_ndarray::{NdArray, NdArrayDevice};
+use burn_flex::{Flex, FlexDevice};
 use burn_tensor::{backend::Backend, Tensor, TensorData};
 use common::Harness;
 use firemesh_collective::{CollectiveConfig, Collectives, DType, PortableGroup};
 
-type B = NdArray<f32>;
+type B = Flex;
 
 /// [`PortableGroup`] over the devices that `devices(n)` gives (`None`: skip).
 struct Portable<B: Backend> {
     devices: fn(usize) -> Option<Vec<B::Device>>,
 }
 
-const NDARRAY: Portable<B> = Portable {
-    devices: |n| Some(vec![NdArrayDevice::Cpu; n]),
+const FLEX: Portable<B> = Portable {
+    devices: |n| Some(vec![FlexDevice; n]),
 };
 
 impl<B: Backend> Harness for Portable<B> {
@@ -56,27 +56,27 @@ impl<B: Backend> Harness for Portable<B> {
 
 #[test]
 fn every_op_dtype_and_length_for_1_to_8_ranks() {
-    common::run_matrix(&NDARRAY, 8);
+    common::run_matrix(&FLEX, 8);
 }
 
 #[test]
 fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
-    common::run_rounding(&NDARRAY, 3, 10_007);
+    common::run_rounding(&FLEX, 3, 10_007);
 }
 
 #[test]
 fn four_million_elements() {
-    common::run_large(&NDARRAY, 4, 4 * 1024 * 1024 + 3, DType::F32);
+    common::run_large(&FLEX, 4, 4 * 1024 * 1024 + 3, DType::F32);
     let _wgpu = common::burn_on_wgpu();
-    // NdArray holds no half types; f16 runs across wgpu devices (WGSL has no bf16).
+    // f16 across wgpu devices too (WGSL has no bf16; the matrix above runs both on Flex).
     common::run_large(&WGPU, 3, 4 * 1024 * 1024 + 1, DType::F16);
 }
 
 #[test]
-fn every_tensor_collective_on_ndarray() {
+fn every_tensor_collective_on_flex() {
     for n in [1, 3, 4] {
-        let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; n]).unwrap();
-        common::check_tensor_ops::<B, _>(&g, &vec![NdArrayDevice::Cpu; n]);
+        let g = PortableGroup::<B>::new_shared(vec![FlexDevice; n]).unwrap();
+        common::check_tensor_ops::<B, _>(&g, &vec![FlexDevice; n]);
     }
 }
 
@@ -84,18 +84,18 @@ fn every_tensor_collective_on_ndarray() {
 fn one_device_sum_leaves_tensors_the_caller_kept_unchanged() {
     // Ranks on one device are summed into rank 0's buffer in place when it is uniquely owned;
     // a clone the caller kept must still read as the input (Burn tensors are values).
-    let g = PortableGroup::<B>::new_shared(vec![NdArrayDevice::Cpu; 3]).unwrap();
+    let g = PortableGroup::<B>::new_shared(vec![FlexDevice; 3]).unwrap();
     let inputs: Vec<Vec<f64>> = (0..3).map(|r| common::integer_input(r, 1000)).collect();
     let mut bufs: Vec<Tensor<B, 1>> = (0..3)
-        .map(|r| NDARRAY.upload(&g, r, DType::F32, &inputs[r]))
+        .map(|r| FLEX.upload(&g, r, DType::F32, &inputs[r]))
         .collect();
     let kept = bufs.clone();
     g.all_reduce(&mut bufs, firemesh_collective::ReduceOp::Sum)
         .unwrap();
     let want = common::reference(firemesh_collective::ReduceOp::Sum, &inputs);
     for (r, (b, k)) in bufs.iter().zip(&kept).enumerate() {
-        assert_eq!(NDARRAY.download(&g, b), want, "rank {r}");
-        assert_eq!(NDARRAY.download(&g, k), inputs[r], "kept input of rank {r}");
+        assert_eq!(FLEX.download(&g, b), want, "rank {r}");
+        assert_eq!(FLEX.download(&g, k), inputs[r], "kept input of rank {r}");
     }
 }
 

@@ -37,8 +37,8 @@ fn four_million_elements_f32() {
 #[test]
 fn four_million_elements_half() {
     let _wgpu = common::collectives_on_wgpu();
-    // bf16 runs only where the runtime has it: WGSL has none, and NdArray (the portable
-    // suite) holds no half types, so bf16 is checked by the CUDA suite alone.
+    // bf16 runs only where the runtime has it: WGSL has none, so bf16 is checked by the
+    // portable suite (on Flex) and the CUDA suite.
     for (n, dtype) in [
         (2, DType::F16),
         (5, DType::F16),

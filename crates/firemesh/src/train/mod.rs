@@ -93,10 +93,10 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
             job,
         ),
         DeviceMesh::Cpu { ranks, .. } => {
-            let mesh = Mesh::replicate(burn_ndarray::NdArrayDevice::Cpu, *ranks)?;
-            // NdArray computes on the calling thread: run the ranks on the thread pool.
+            let mesh = Mesh::replicate(burn_flex::FlexDevice, *ranks)?;
+            // Flex computes on the calling thread: run the ranks on the thread pool.
             mesh.set_parallel(true);
-            run::train_on::<burn_ndarray::NdArray>(mesh, job)
+            run::train_on::<burn_flex::Flex>(mesh, job)
         }
     }
 }

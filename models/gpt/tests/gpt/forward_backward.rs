@@ -1,12 +1,12 @@
-//! Forward and backward on NdArray for GPT-2 small (short sequence) and the tiny config;
+//! Forward and backward on Flex for GPT-2 small (short sequence) and the tiny config;
 //! attention is causal; bad inputs are errors.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::prelude::*;
 use burn::tensor::{Device, Distribution};
 use firemesh_gpt::{GptConfig, GptError};
 
-type B = Autodiff<NdArray<f32>>;
+type B = Autodiff<Flex>;
 
 fn random_tokens(batch: usize, seq: usize, vocab: usize, device: &Device<B>) -> Tensor<B, 2, Int> {
     Tensor::<B, 2, Int>::random(
@@ -71,13 +71,12 @@ fn tiny_forward_and_backward_at_full_context() {
 #[test]
 fn changing_a_token_only_changes_logits_at_and_after_it() {
     let device = Default::default();
-    let model = GptConfig::tiny().init::<NdArray<f32>>(&device).unwrap();
+    let model = GptConfig::tiny().init::<Flex>(&device).unwrap();
     let a: Vec<i64> = (0..16).map(|i| (i * 7) % 256).collect();
     let mut b = a.clone();
     b[9] = 200;
     let logits = |ids: Vec<i64>| {
-        let tokens =
-            Tensor::<NdArray<f32>, 2, Int>::from_data(TensorData::new(ids, [1, 16]), &device);
+        let tokens = Tensor::<Flex, 2, Int>::from_data(TensorData::new(ids, [1, 16]), &device);
         model.forward(tokens).into_data().to_vec::<f32>().unwrap()
     };
     let (la, lb) = (logits(a), logits(b));
@@ -101,8 +100,8 @@ fn changing_a_token_only_changes_logits_at_and_after_it() {
 #[test]
 fn bad_lengths_and_configs_are_errors() {
     let device = Default::default();
-    let model = GptConfig::tiny().init::<NdArray<f32>>(&device).unwrap();
-    let tokens = |seq| Tensor::<NdArray<f32>, 2, Int>::zeros([1, seq], &device);
+    let model = GptConfig::tiny().init::<Flex>(&device).unwrap();
+    let tokens = |seq| Tensor::<Flex, 2, Int>::zeros([1, seq], &device);
     let too_long = model.try_forward(tokens(17)).unwrap_err();
     assert!(matches!(
         too_long,
@@ -127,7 +126,7 @@ fn bad_lengths_and_configs_are_errors() {
         n_heads: 3,
         ..GptConfig::tiny()
     }
-    .init::<NdArray<f32>>(&device)
+    .init::<Flex>(&device)
     .unwrap_err();
     assert!(err.to_string().contains("n_heads"), "{err}");
     let err = GptConfig::tiny().with_dropout(1.5).validate().unwrap_err();

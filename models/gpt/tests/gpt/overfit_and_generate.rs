@@ -1,14 +1,14 @@
 //! A tiny byte-level GPT memorizes a few sequences (loss falls by at least 90%), after which
 //! greedy generation reproduces them and temperature sampling is reproducible per seed.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Device;
 use firemesh_gpt::{Gpt, GptConfig, GptError, Sampling};
 
-type B = Autodiff<NdArray<f32>>;
+type B = Autodiff<Flex>;
 
 const TEXTS: [&[u8; 17]; 4] = [
     b"the cat sat down.",
@@ -90,7 +90,7 @@ fn tiny_gpt_overfits_then_generates_what_it_memorized() {
 #[test]
 fn generation_rejects_bad_prompts_and_temperatures() {
     let device = Default::default();
-    let model = GptConfig::tiny().init::<NdArray<f32>>(&device).unwrap();
+    let model = GptConfig::tiny().init::<Flex>(&device).unwrap();
     let err = model
         .generate(&[], 1, Sampling::Greedy, &device)
         .unwrap_err();

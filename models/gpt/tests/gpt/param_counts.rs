@@ -1,11 +1,11 @@
 //! GPT-2 small has 124,439,808 parameters with the output head tied to the token embedding.
 
-use burn::backend::NdArray;
+use burn::backend::Flex;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use firemesh_gpt::GptConfig;
 
-type B = NdArray<f32>;
+type B = Flex;
 
 /// Sums parameter shapes without materializing lazily initialized parameters; Burn's
 /// `num_params` would draw all 124M initial values first (about a minute at opt-level 0).

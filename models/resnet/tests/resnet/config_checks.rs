@@ -1,10 +1,10 @@
 //! Bad configurations and inputs are errors, not panics; initialization follows the paper.
 
-use burn::backend::NdArray;
+use burn::backend::Flex;
 use burn::prelude::*;
 use firemesh_resnet::{ResNetConfig, ResNetError, ResidualBlock};
 
-type B = NdArray<f32>;
+type B = Flex;
 
 #[test]
 fn unsupported_depth_is_an_error_naming_it() {

@@ -1,14 +1,14 @@
-//! Every standard depth runs forward and backward on NdArray at a small width and input size.
+//! Every standard depth runs forward and backward on Flex at a small width and input size.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use firemesh_resnet::{ResNetConfig, StemKind};
 
-type B = Autodiff<NdArray<f32>>;
+type B = Autodiff<Flex>;
 
-fn assert_grad_nonzero(grad: Option<Tensor<NdArray<f32>, 4>>, what: &str) {
+fn assert_grad_nonzero(grad: Option<Tensor<Flex, 4>>, what: &str) {
     let grad = grad.unwrap_or_else(|| panic!("no gradient for {what}"));
     let norm = grad.abs().sum().into_scalar();
     assert!(norm.is_finite() && norm > 0.0, "{what}: |grad| = {norm}");

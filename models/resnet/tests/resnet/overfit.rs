@@ -1,17 +1,15 @@
 //! A tiny ResNet memorizes two fixed batches: the training loss falls by at least 90%.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use firemesh_resnet::ResNetConfig;
 
-type B = Autodiff<NdArray<f32>>;
+type B = Autodiff<Flex>;
 
-/// Steps allowed; the loss usually gets there in about 14. Each step costs close to a second
-/// because workspace crates build at opt-level 0, NdArray's kernels included (they are generic
-/// and instantiated here).
+/// Steps allowed; the loss usually gets there in about 14.
 const MAX_STEPS: usize = 24;
 
 #[test]

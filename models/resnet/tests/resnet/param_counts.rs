@@ -1,10 +1,10 @@
 //! Parameter counts equal torchvision's `sum(p.numel() for p in model.parameters())`.
 
-use burn::backend::NdArray;
+use burn::backend::Flex;
 use burn::module::Module;
 use firemesh_resnet::{count_params, ResNetConfig, StemKind};
 
-type B = NdArray<f32>;
+type B = Flex;
 
 /// (depth, torchvision parameter count with 1000 classes).
 const TORCHVISION: [(usize, usize); 5] = [

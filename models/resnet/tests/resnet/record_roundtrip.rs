@@ -1,7 +1,7 @@
 //! Saving and loading a model record with Burn's recorder restores every value bit for bit,
 //! BatchNorm running statistics included.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use burn::prelude::*;
 use burn::tensor::Distribution;
@@ -10,7 +10,7 @@ use firemesh_resnet::ResNetConfig;
 #[path = "../../../test_support/record_roundtrip.rs"]
 mod support;
 
-type Inner = NdArray<f32>;
+type Inner = Flex;
 
 #[test]
 fn named_mpk_record_roundtrips_bit_exactly() {
