@@ -13,7 +13,7 @@ use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::SgdConfig;
+use burn::optim::{Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn::train::{
@@ -21,6 +21,7 @@ use burn::train::{
     SupervisedTraining, TrainOutput, TrainStep,
 };
 use clap::Parser;
+use firemesh::grads::Bucketed;
 use firemesh_backend::{shard, shard_int, Mesh, MeshBackend, Sharded};
 use firemesh_benches::{median, step_rows};
 use firemesh_resnet::{ResNet, ResNetConfig};
@@ -148,15 +149,17 @@ struct Setup {
 
 /// One epoch through burn-train: `batch` images per loader batch, `strategy` deciding where
 /// the steps run.
-fn epoch<B, Bt>(
+fn epoch<B, Bt, O>(
     args: &Args,
     device: &B::Device,
     batcher: Bt,
     batch: usize,
     strategy: ExecutionStrategy<B>,
+    optim: O,
 ) -> (f64, f32)
 where
     B: AutodiffBackend,
+    O: Optimizer<Classifier<B>, B> + 'static,
     Bt: Batcher<B, usize, Images<B>>
         + Batcher<B::InnerBackend, usize, Images<B::InnerBackend>>
         + Clone
@@ -179,7 +182,7 @@ where
     .with_training_strategy(strategy.into())
     .with_application_logger(None)
     .num_epochs(1);
-    let learner = Learner::new(model, SgdConfig::new().init(), 0.05);
+    let learner = Learner::new(model, optim, 0.05);
     let start = Instant::now();
     let trained = training.launch(learner).model;
     let secs = start.elapsed().as_secs_f64();
@@ -193,12 +196,21 @@ where
 type Ad = Autodiff<Ref>;
 type ShardedAd = Autodiff<Sharded<Ref>>;
 
-fn sharded(ranks: usize) -> Epoch {
+fn sharded(ranks: usize, parallel: bool) -> Epoch {
     Box::new(move |args: &Args| {
         let mesh = Mesh1::replicate(CPU, ranks).expect("mesh");
-        mesh.set_parallel(ranks > 1);
+        mesh.set_parallel(parallel);
         let strategy = ExecutionStrategy::single(mesh.clone());
-        epoch::<ShardedAd, _>(args, &mesh, OverRanks(args.size), args.batch, strategy)
+        // The one line a Learner needs for gradient buckets.
+        let optim = Bucketed::new(SgdConfig::new().init());
+        epoch::<ShardedAd, _, _>(
+            args,
+            &mesh,
+            OverRanks(args.size),
+            args.batch,
+            strategy,
+            optim,
+        )
     })
 }
 
@@ -208,23 +220,36 @@ fn setups() -> Vec<Setup> {
             name: "Flex, one device",
             epoch: Box::new(|args: &Args| {
                 let strategy = ExecutionStrategy::single(CPU);
-                epoch::<Ad, _>(args, &CPU, Plain(args.size), args.batch, strategy)
+                let optim = SgdConfig::new().init();
+                epoch::<Ad, _, _>(args, &CPU, Plain(args.size), args.batch, strategy, optim)
             }),
         },
         Setup {
             name: "Sharded<Flex> N=1",
-            epoch: sharded(1),
+            epoch: sharded(1, false),
+        },
+        Setup {
+            name: "Sharded<Flex> N=2 (in turn)",
+            epoch: sharded(2, false),
         },
         Setup {
             name: "Sharded<Flex> N=2 (thread pool)",
-            epoch: sharded(2),
+            epoch: sharded(2, true),
         },
         Setup {
             name: "burn-train MultiDevice, 2 Flex devices",
             epoch: Box::new(|args: &Args| {
                 let strategy =
                     ExecutionStrategy::multi(vec![CPU, CPU], MultiDeviceOptim::OptimMainDevice);
-                epoch::<Ad, _>(args, &CPU, Plain(args.size), args.batch / 2, strategy)
+                let optim = SgdConfig::new().init();
+                epoch::<Ad, _, _>(
+                    args,
+                    &CPU,
+                    Plain(args.size),
+                    args.batch / 2,
+                    strategy,
+                    optim,
+                )
             }),
         },
     ]

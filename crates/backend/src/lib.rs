@@ -14,6 +14,7 @@
 
 mod api;
 mod backend;
+pub mod buckets;
 mod data;
 mod draw;
 mod exec;

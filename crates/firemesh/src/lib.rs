@@ -6,5 +6,6 @@ pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
 
 mod error;
+pub mod grads;
 pub mod mesh;
 pub mod train;

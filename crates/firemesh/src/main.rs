@@ -105,6 +105,11 @@ fn train(options: TrainOptions) -> Result<()> {
         );
     }
     println!(
+        "  gradients summed in {} collective(s) per step (buckets of {:.1} MiB)",
+        s.gradient_collectives,
+        s.bucket_bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
         "  metrics, summary, charts and checkpoints: {}",
         s.run_dir.display()
     );

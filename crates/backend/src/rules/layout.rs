@@ -129,8 +129,7 @@ pub(crate) fn local_slices(slices: &[Slice], out: Placement) -> Vec<Slice> {
 
 /// Slice-assign `[tensor, value]`: both sharded alike along a dim the slice keeps whole (a
 /// `Replicated` tensor is cut into the value's blocks, as autodiff's slice backward assigns a
-/// sharded gradient into zeros), a `Partial` tensor with a value made `Partial`, or both
-/// `Replicated`.
+/// sharded gradient into zeros), both `Partial` (either made so), or both `Replicated`.
 pub(crate) fn slice_assign(m: &[Meta], slices: &[Slice]) -> Plan {
     let (t, value) = (&m[0], &m[1]);
     match (t.placement, value.placement) {
@@ -145,6 +144,10 @@ pub(crate) fn slice_assign(m: &[Meta], slices: &[Slice]) -> Plan {
         }
         (Placement::Partial, Placement::Partial | Placement::Replicated) => {
             Plan::new(vec![Want::Keep, Want::Partial], Placement::Partial)
+        }
+        // A `Partial` gradient assigned into zeros (the slice backward of a replicated weight).
+        (Placement::Replicated, Placement::Partial) => {
+            Plan::new(vec![Want::Partial, Want::Keep], Placement::Partial)
         }
         (Placement::Replicated, Placement::Replicated) => Plan::keep(m, Placement::Replicated),
         _ => Plan::fallback(m),

@@ -31,6 +31,11 @@ impl ModelName {
         matches!(self, Self::GptTiny | Self::Gpt2Small)
     }
 
+    /// The small models of quick runs and tests.
+    pub fn is_tiny(self) -> bool {
+        matches!(self, Self::ResnetTiny | Self::GptTiny)
+    }
+
     /// The name as the command line spells it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -262,6 +267,9 @@ pub struct TrainOptions {
     /// Tokenizer of text data: bytes or gpt2:DIR [default: bytes].
     #[arg(long, value_name = "TOKENIZER")]
     pub tokenizer: Option<TokenizerSpec>,
+    /// Gradients are summed over the ranks in buckets of this many MiB [default: 25].
+    #[arg(long, value_name = "MIB")]
+    pub bucket_mib: Option<f64>,
     /// Batches prepared ahead on worker threads [default: 2].
     #[arg(long)]
     pub prefetch: Option<usize>,
@@ -347,6 +355,8 @@ pub struct TrainConfig {
     pub eval_samples: usize,
     pub seq_len: Option<usize>,
     pub tokenizer: TokenizerSpec,
+    /// Bytes of a gradient bucket.
+    pub bucket_bytes: usize,
     pub prefetch: usize,
     pub workers: usize,
     pub log_every: usize,
@@ -433,6 +443,12 @@ impl TrainConfig {
         if o.seq_len == Some(0) || o.seq_len == Some(1) {
             return Err(invalid("--seq-len must be at least 2"));
         }
+        let bucket_mib = o.bucket_mib.unwrap_or(25.0);
+        if !(bucket_mib.is_finite() && (1e-6..=1e6).contains(&bucket_mib)) {
+            return Err(Error::Invalid(format!(
+                "--bucket-mib {bucket_mib}: must be between 0.000001 and 1000000"
+            )));
+        }
         Ok(Self {
             model,
             data,
@@ -457,6 +473,7 @@ impl TrainConfig {
             eval_samples: o.eval_samples.unwrap_or(512),
             seq_len: o.seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
+            bucket_bytes: (bucket_mib * 1024.0 * 1024.0).round() as usize,
             prefetch: positive("--prefetch", o.prefetch.unwrap_or(2))?,
             workers: positive("--workers", o.workers.unwrap_or(2))?,
             log_every: positive("--log-every", o.log_every.unwrap_or(10))?,

@@ -134,6 +134,9 @@ pub struct Summary {
     pub fallbacks: u64,
     /// Sums and gathers of parts across ranks, by route.
     pub routes: BTreeMap<String, u64>,
+    /// Gradient bucket size, and the collectives that summed a step's gradients.
+    pub bucket_bytes: usize,
+    pub gradient_collectives: usize,
     pub resumed_from: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub charts: Vec<PathBuf>,

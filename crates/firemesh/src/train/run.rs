@@ -13,15 +13,14 @@ use super::net::{Batch, EvalCounts, Net, NetConfig};
 use super::optim::{AnyOptimizer, Schedule};
 use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
+use crate::grads::reduce_gradients;
 use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use firemesh_backend::{
-    from_shards, from_shards_int, redistribute, stats, Mesh, MeshBackend, Placement, Route, Sharded,
-};
+use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, MeshBackend, Route, Sharded};
 use firemesh_gpt::Sampling;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -131,6 +130,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let progress = Progress::new(start, total, c.log_every, job.unit());
     let (mut first_loss, mut last_loss, mut fallbacks) = (None, f64::NAN, 0);
     let mut routes = BTreeMap::new();
+    let mut gradient_collectives = 0;
     let mut last_checkpoint = None;
     let mut last_eval = None;
     let (begin, mut samples_this_run) = (Instant::now(), 0usize);
@@ -155,12 +155,13 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let (stepped, counts) = stats::count(|| -> Result<_> {
             let loss = model.loss(batch)?;
             let mut grads = GradientsParams::from_grads(loss.backward(), &model);
-            sum_over_ranks::<B>(&model, &mut grads);
+            let buckets = reduce_gradients::<B, _>(&model, &mut grads, c.bucket_bytes);
             let loss: f64 = loss.into_scalar().elem();
-            Ok((loss, optim.step(lr, model, grads)))
+            Ok((loss, optim.step(lr, model, grads), buckets))
         });
-        let (loss, new_model) = stepped?;
+        let (loss, new_model, buckets) = stepped?;
         model = new_model;
+        gradient_collectives = buckets;
         if !loss.is_finite() {
             progress.finish();
             return Err(Error::NonFinite {
@@ -268,6 +269,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         last_eval,
         fallbacks,
         routes,
+        bucket_bytes: c.bucket_bytes,
+        gradient_collectives,
         resumed_from,
         last_checkpoint,
         charts,
@@ -357,25 +360,6 @@ fn to_mesh<Bk: MeshBackend>(
 }
 
 /// Sums each weight gradient over the ranks (its parts are `Partial`), in place.
-fn sum_over_ranks<B: Backend>(model: &Net<Ad<B>>, grads: &mut GradientsParams) {
-    struct SumOverRanks<'a, B: Backend> {
-        grads: &'a mut GradientsParams,
-        _b: std::marker::PhantomData<B>,
-    }
-    impl<B: Backend> ModuleVisitor<Ad<B>> for SumOverRanks<'_, B> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
-            if let Some(g) = self.grads.remove::<Sharded<B>, D>(param.id) {
-                let summed = redistribute(g, Placement::Replicated);
-                self.grads.register::<Sharded<B>, D>(param.id, summed);
-            }
-        }
-    }
-    model.visit(&mut SumOverRanks::<B> {
-        grads,
-        _b: std::marker::PhantomData,
-    });
-}
-
 /// Loss and accuracy (or perplexity) on the held-out split; `None` when it holds fewer
 /// samples than there are ranks.
 fn evaluate<B: Backend>(

@@ -4,4 +4,5 @@ mod bad_input;
 mod common;
 mod resume;
 mod sources;
+mod step;
 mod train_job;

@@ -182,3 +182,33 @@ fn the_job_trains_on_a_wgpu_mesh() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn gpu_monitor_reads_nvml_or_says_once_why_not() {
+    use firemesh::train::{describe_gpus, GpuMonitor, GpuSample};
+    let (monitor, note) = GpuMonitor::cuda([0, 0]);
+    match note {
+        // No NVIDIA driver here (CI): one note, and no samples.
+        Some(note) => {
+            assert!(note.contains("NVML unavailable"), "{note}");
+            assert!(monitor.sample().is_empty());
+        }
+        // A GPU machine: GPU 0, once, with sane numbers.
+        None => {
+            let samples = monitor.sample();
+            assert_eq!(samples.len(), 1, "{samples:?}");
+            let s = &samples[0];
+            assert!(
+                s.util_percent <= 100 && s.mem_used_mib <= s.mem_total_mib,
+                "{s:?}"
+            );
+        }
+    }
+    let line = describe_gpus(&[GpuSample {
+        gpu: 1,
+        util_percent: 87,
+        mem_used_mib: 12 * 1024 + 307,
+        mem_total_mib: 80 * 1024,
+    }]);
+    assert_eq!(line, "gpu1 87% 12.3/80.0 GiB");
+}

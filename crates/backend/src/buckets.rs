@@ -1,0 +1,162 @@
+//! Gradient buckets: many `Partial` float tensors (a step's weight gradients) summed over the
+//! ranks in few collectives. The tensors, in the order given (the order the backward pass
+//! produced them), are read as one stream of elements cut into buckets of `bucket_bytes`; on
+//! every rank a bucket is one contiguous buffer, the buffers are summed with one collective on
+//! the mesh's route, and each tensor is cut back out of the sums, now `Replicated`. A tensor may
+//! span buckets, so a stream of S bytes takes ceil(S / bucket_bytes) collectives.
+
+use crate::kind::FloatKind;
+use crate::placement::Placement;
+use crate::route::{self, To};
+use crate::stats::{self, Redistribution};
+use crate::tensor::ShardedTensor;
+use burn_backend::{Backend, Shape, Slice, TensorMetadata};
+
+/// PyTorch DDP's default bucket size, which ours follows: 25 MiB.
+pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;
+
+type F<B> = ShardedTensor<B, FloatKind>;
+type P<B> = burn_backend::tensor::FloatTensor<B>;
+
+/// The tensors with every `Partial` one summed over the ranks (now `Replicated`) in buckets of
+/// `bucket_bytes`; tensors of other placements are returned unchanged, and a change of dtype or
+/// mesh in the stream starts a new bucket. Returns the tensors in the given order and the
+/// number of collectives.
+pub fn sum_in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
+    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
+    let mut run: Vec<(usize, F<B>)> = Vec::new();
+    let mut collectives = 0;
+    for (i, t) in tensors.into_iter().enumerate() {
+        out.push(None);
+        if t.placement() != Placement::Partial {
+            out[i] = Some(t);
+            continue;
+        }
+        if let Some((_, first)) = run.first() {
+            if first.dtype() != t.dtype() || first.mesh != t.mesh {
+                collectives += sum_run(std::mem::take(&mut run), bucket_bytes, &mut out);
+            }
+        }
+        run.push((i, t));
+    }
+    collectives += sum_run(run, bucket_bytes, &mut out);
+    let out = out.into_iter().map(|t| t.expect("every tensor placed"));
+    (out.collect(), collectives)
+}
+
+/// One piece of a bucket: `len` elements of tensor `item` from `start`.
+struct Span {
+    item: usize,
+    start: usize,
+    len: usize,
+}
+
+/// Sums a run of `Partial` tensors of one dtype and mesh; returns the collectives it took.
+fn sum_run<B: Backend>(
+    run: Vec<(usize, F<B>)>,
+    bucket_bytes: usize,
+    out: &mut [Option<F<B>>],
+) -> usize {
+    let Some((_, first)) = run.first() else {
+        return 0;
+    };
+    let mesh = first.mesh.clone();
+    let per_bucket = (bucket_bytes / first.dtype().size()).max(1);
+    let ranks = mesh.len();
+    let mut index = Vec::with_capacity(run.len());
+    let mut shapes = Vec::with_capacity(run.len());
+    // flats[item][rank]: the rank's part as a flat tensor.
+    let mut flats: Vec<Vec<P<B>>> = Vec::with_capacity(run.len());
+    for (i, t) in run {
+        let shape = t.shape();
+        let len = Shape::new([shape.num_elements()]);
+        flats.push(
+            t.into_parts()
+                .into_iter()
+                .map(|p| B::float_reshape(p, len.clone()))
+                .collect(),
+        );
+        index.push(i);
+        shapes.push(shape);
+    }
+    let lens: Vec<usize> = shapes.iter().map(|s| s.num_elements()).collect();
+    let buckets = cut(&lens, per_bucket);
+    // pieces[item][rank]: the summed pieces of the item, in order.
+    let mut pieces: Vec<Vec<Vec<P<B>>>> = vec![vec![Vec::new(); ranks]; lens.len()];
+    for spans in &buckets {
+        let buffers = (0..ranks)
+            .map(|r| {
+                let of_rank = spans
+                    .iter()
+                    .map(|s| piece::<B>(&flats[s.item][r], lens[s.item], s.start, s.len));
+                cat::<B>(of_rank.collect())
+            })
+            .collect();
+        stats::redistribution(Redistribution::PartialToReplicated);
+        let sums = route::sum::<B, FloatKind>(buffers, &mesh, To::EveryRank);
+        let total: usize = spans.iter().map(|s| s.len).sum();
+        let mut offset = 0;
+        for s in spans {
+            for (r, sum) in sums.iter().enumerate() {
+                pieces[s.item][r].push(piece::<B>(sum, total, offset, s.len));
+            }
+            offset += s.len;
+        }
+    }
+    for (((i, shape), of_item), flat) in index.into_iter().zip(shapes).zip(pieces).zip(flats) {
+        let parts = of_item
+            .into_iter()
+            .zip(flat)
+            // An empty tensor has no pieces: its (empty) part is already the sum.
+            .map(|(ps, empty)| if ps.is_empty() { empty } else { cat::<B>(ps) })
+            .map(|p| B::float_reshape(p, shape.clone()))
+            .collect();
+        out[i] = Some(F::<B>::new(parts, Placement::Replicated, mesh.clone()));
+    }
+    buckets.len()
+}
+
+/// The stream of tensors of `lens` elements cut into buckets of `per_bucket` elements.
+fn cut(lens: &[usize], per_bucket: usize) -> Vec<Vec<Span>> {
+    let mut buckets = Vec::new();
+    let mut bucket = Vec::new();
+    let mut room = per_bucket;
+    for (item, &len) in lens.iter().enumerate() {
+        let mut start = 0;
+        while start < len {
+            let take = (len - start).min(room);
+            bucket.push(Span {
+                item,
+                start,
+                len: take,
+            });
+            start += take;
+            room -= take;
+            if room == 0 {
+                buckets.push(std::mem::take(&mut bucket));
+                room = per_bucket;
+            }
+        }
+    }
+    if !bucket.is_empty() {
+        buckets.push(bucket);
+    }
+    buckets
+}
+
+/// `len` elements of the flat tensor `flat` (of `whole` elements) from `start`.
+fn piece<B: Backend>(flat: &P<B>, whole: usize, start: usize, len: usize) -> P<B> {
+    if start == 0 && len == whole {
+        return flat.clone();
+    }
+    let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
+    B::float_slice(flat.clone(), &range)
+}
+
+fn cat<B: Backend>(mut ps: Vec<P<B>>) -> P<B> {
+    if ps.len() == 1 {
+        ps.pop().expect("one piece")
+    } else {
+        B::float_cat(ps, 0)
+    }
+}

@@ -1,0 +1,237 @@
+//! The training step: a step's `Partial` gradients are summed in ceil(bytes / bucket)
+//! collectives, to the same values as one sum per parameter; accumulation reduces once; a
+//! bucketed run equals one-device training; every ResNet depth steps with no fallback.
+
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer, SgdConfig};
+use burn::prelude::*;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::AutodiffBackend;
+use burn_flex::{Flex, FlexDevice};
+use firemesh::backend::{redistribute, shard, shard_int, stats, Mesh, Placement, Sharded};
+use firemesh::grads::{reduce_gradients, Bucketed};
+use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
+
+type Ad = Autodiff<Sharded<Flex>>;
+type One = Autodiff<Flex>;
+
+fn images<B: Backend>(n: usize, side: usize, seed: usize, device: &B::Device) -> Tensor<B, 4> {
+    let values: Vec<f32> = (0..n * 3 * side * side)
+        .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0) - 1.0)
+        .collect();
+    Tensor::from_data(TensorData::new(values, [n, 3, side, side]), device)
+}
+
+fn labels<B: Backend>(n: usize, seed: usize, device: &B::Device) -> Tensor<B, 1, Int> {
+    let values: Vec<i32> = (0..n).map(|i| ((i * 3 + seed) % 10) as i32).collect();
+    Tensor::from_data(TensorData::new(values, [n]), device)
+}
+
+/// The gradients of one step of `model` on batch `seed` of `n` images, sharded over the mesh.
+fn sharded_grads(
+    model: &ResNet<Ad>,
+    mesh: &Mesh<FlexDevice>,
+    n: usize,
+    side: usize,
+    seed: usize,
+) -> GradientsParams {
+    let x = shard(images::<Ad>(n, side, seed, mesh), 0).unwrap();
+    let y = shard_int(labels::<Ad>(n, seed, mesh), 0).unwrap();
+    GradientsParams::from_grads(step_loss(model, x, y).backward(), model)
+}
+
+/// The same on one device.
+fn one_device_grads(model: &ResNet<One>, n: usize, side: usize, seed: usize) -> GradientsParams {
+    let x = images::<One>(n, side, seed, &FlexDevice);
+    let y = labels::<One>(n, seed, &FlexDevice);
+    GradientsParams::from_grads(step_loss(model, x, y).backward(), model)
+}
+
+/// Every parameter's gradient read back as floats, in module order.
+fn read_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    grads: &GradientsParams,
+) -> Vec<Vec<f32>> {
+    struct Read<'a>(&'a GradientsParams, Vec<Vec<f32>>);
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Read<'_> {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
+            if let Some(g) = self.0.get::<B::InnerBackend, D>(p.id) {
+                self.1.push(g.into_data().to_vec().unwrap());
+            }
+        }
+    }
+    let mut read = Read(grads, Vec::new());
+    model.visit(&mut read);
+    read.1
+}
+
+/// A one-device model and the same parameters on the mesh (through a record, so that no other
+/// test's draws from the global generator interfere).
+fn same_model(config: &ResNetConfig, mesh: &Mesh<FlexDevice>) -> (ResNet<One>, ResNet<Ad>) {
+    let one = config.init::<One>(&FlexDevice).unwrap();
+    // Parameters are drawn lazily, and a clone would draw its own: draw them first.
+    params(&one);
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = recorder.record(one.clone().into_record(), ()).unwrap();
+    let record = recorder.load(bytes, mesh).unwrap();
+    let many = config.init::<Ad>(mesh).unwrap().load_record(record);
+    (one, many)
+}
+
+fn step_loss<B: Backend>(model: &ResNet<B>, x: Tensor<B, 4>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+    let device = x.device();
+    CrossEntropyLossConfig::new()
+        .init(&device)
+        .forward(model.forward(x), y)
+}
+
+fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let pairs = a.iter().zip(b).flat_map(|(x, y)| x.iter().zip(y));
+    pairs
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f32::max)
+}
+
+/// Bytes of the gradients (f32) in `grads`.
+fn grad_bytes<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    grads: &GradientsParams,
+) -> usize {
+    read_grads(model, grads).iter().map(|g| g.len() * 4).sum()
+}
+
+#[test]
+fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let model = ResNetConfig::resnet50(10)
+        .with_stem(StemKind::Cifar)
+        .init::<Ad>(&mesh)
+        .unwrap();
+    let (mut grads, forward_backward) = stats::count(|| sharded_grads(&model, &mesh, 4, 8, 1));
+    let bucket = firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
+    let bytes = grad_bytes(&model, &grads);
+    let (buckets, reduce) =
+        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket));
+    let want = bytes.div_ceil(bucket);
+    let sums: u64 = reduce.routes.values().sum();
+    let statistic_sums: u64 = forward_backward.routes.values().sum();
+    let tensors = read_grads(&model, &grads);
+    println!(
+        "ResNet-50: {} gradient tensors, {bytes} bytes: {buckets} collectives in buckets of \
+         25 MiB (one per tensor without buckets); {statistic_sums} sums in the forward and \
+         backward passes (BatchNorm statistics and their gradients, the loss)",
+        tensors.len()
+    );
+    assert_eq!(buckets, want, "ceil({bytes} / {bucket})");
+    assert_eq!(sums, want as u64, "one collective per bucket");
+    for g in tensors {
+        assert!(g.iter().all(|v| v.is_finite()));
+    }
+}
+
+#[test]
+fn buckets_give_the_sums_of_one_collective_per_parameter() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    let model = ResNetConfig::tiny(10).init::<Ad>(&mesh).unwrap();
+    // GradientsParams cannot be cloned: each variant recomputes the (deterministic) step.
+    let mut per_param = sharded_grads(&model, &mesh, 7, 8, 1);
+    // The reference: each gradient summed on its own.
+    struct SumEach<'a>(&'a mut GradientsParams);
+    impl ModuleVisitor<Ad> for SumEach<'_> {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Ad, D>>) {
+            if let Some(g) = self.0.remove::<Sharded<Flex>, D>(p.id) {
+                self.0
+                    .register(p.id, redistribute(g, Placement::Replicated));
+            }
+        }
+    }
+    model.visit(&mut SumEach(&mut per_param));
+    let want = read_grads(&model, &per_param);
+    let bytes = grad_bytes(&model, &per_param);
+    // Buckets of 1000 bytes: tensors span buckets, and some buckets hold several tensors.
+    for bucket in [1000, 4096, bytes, 25 << 20] {
+        let mut bucketed = sharded_grads(&model, &mesh, 7, 8, 1);
+        let (collectives, counts) =
+            stats::count(|| reduce_gradients::<Flex, _>(&model, &mut bucketed, bucket));
+        assert_eq!(collectives, bytes.div_ceil(bucket), "bucket {bucket}");
+        assert_eq!(counts.total_fallbacks(), 0);
+        assert_eq!(read_grads(&model, &bucketed), want, "bucket {bucket}");
+    }
+}
+
+#[test]
+fn accumulated_micro_batches_are_reduced_once_and_equal_one_device() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let (one, many) = same_model(&ResNetConfig::tiny(10), &mesh);
+    let mut sharded = GradientsAccumulator::<ResNet<Ad>>::new();
+    let mut reference = GradientsAccumulator::<ResNet<One>>::new();
+    let mut sums_while_accumulating = 0;
+    for micro in 0..3 {
+        reference.accumulate(&one, one_device_grads(&one, 5, 8, micro));
+        let grads = sharded_grads(&many, &mesh, 5, 8, micro);
+        let ((), counts) = stats::count(|| sharded.accumulate(&many, grads));
+        sums_while_accumulating += counts.routes.values().sum::<u64>();
+    }
+    assert_eq!(
+        sums_while_accumulating, 0,
+        "accumulation stays on each rank"
+    );
+    let mut grads = sharded.grads();
+    let collectives = reduce_gradients::<Flex, _>(&many, &mut grads, 25 << 20);
+    assert_eq!(collectives, 1);
+    let got = read_grads(&many, &grads);
+    let want = read_grads(&one, &reference.grads());
+    let worst = largest_difference(&got, &want);
+    assert!(worst <= 1e-5, "gradients differ by {worst}");
+}
+
+#[test]
+fn a_bucketed_sgd_run_equals_one_device_training() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    let (mut one, mut many) = same_model(&ResNetConfig::tiny(10), &mesh);
+    let sgd = SgdConfig::new();
+    let mut opt_one = sgd.init::<One, ResNet<One>>();
+    // Buckets of 3000 bytes: several per step, most tensors split across two.
+    let mut opt_many = Bucketed::new(sgd.init::<Ad, ResNet<Ad>>()).with_bucket_bytes(3000);
+    for step in 0..4 {
+        one = opt_one.step(0.05, one.clone(), one_device_grads(&one, 7, 8, step));
+        let grads = sharded_grads(&many, &mesh, 7, 8, step);
+        many = opt_many.step(0.05, many.clone(), grads);
+    }
+    let worst = largest_difference(&params(&many), &params(&one));
+    assert!(worst <= 1e-5, "parameters differ by {worst}");
+}
+
+fn params<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
+    struct Read(Vec<Vec<f32>>);
+    impl<B: Backend> ModuleVisitor<B> for Read {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
+            self.0.push(p.val().into_data().to_vec::<f32>().unwrap());
+        }
+    }
+    let mut read = Read(Vec::new());
+    model.visit(&mut read);
+    read.0
+}
+
+#[test]
+fn every_resnet_depth_steps_with_no_fallback_on_uneven_blocks() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    for depth in [18, 34, 50, 101, 152] {
+        let config = ResNetConfig::from_depth(depth, 10)
+            .unwrap()
+            .with_stem(StemKind::Cifar)
+            .with_base_width(4);
+        let model = config.init::<Ad>(&mesh).unwrap();
+        let mut optimizer = Bucketed::new(SgdConfig::new().init::<Ad, ResNet<Ad>>());
+        // 5 images over 3 ranks: blocks of 2, 2 and 1.
+        let (_, counts) = stats::count(|| {
+            let grads = sharded_grads(&model, &mesh, 5, 8, 0);
+            optimizer.step(0.01, model, grads)
+        });
+        assert_eq!(counts.fallbacks, Default::default(), "ResNet-{depth}");
+    }
+}
