@@ -1,7 +1,7 @@
 //! The main job trains: loss falls with no op falling back to replicated execution, and the run
 //! folder holds the metrics, the summary, the charts and the checkpoints.
 
-use crate::common::{config, scratch, tiny};
+use crate::common::{cli, config, scratch, tiny};
 use firemesh::mesh::{DeviceMesh, MeshKind};
 use firemesh::train::{self, Record, TrainOptions};
 use std::path::Path;
@@ -211,4 +211,65 @@ fn gpu_monitor_reads_nvml_or_says_once_why_not() {
         mem_total_mib: 80 * 1024,
     }]);
     assert_eq!(line, "gpu1 87% 12.3/80.0 GiB");
+}
+
+#[test]
+fn a_terminal_gets_a_progress_bar_and_a_pipe_gets_plain_lines() {
+    let dir = scratch("tty");
+    let bin = env!("CARGO_BIN_EXE_firemesh");
+    let args = "train --mesh cpu --ranks 2 --steps 3 --samples 64 --eval-samples 16";
+    // util-linux's `script` runs the CLI on a pseudo-terminal.
+    let tty = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{bin} {args} --run-dir {}", dir.join("tty").display()),
+        ])
+        .arg("/dev/null")
+        .output();
+    match tty {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{text}");
+            // The bar (block glyphs), its step counter and ETA, then the summary.
+            assert!(
+                text.contains('\u{2588}') && text.contains("3/3 steps"),
+                "{text}"
+            );
+            assert!(
+                text.contains("ETA") && text.contains("done: loss"),
+                "{text}"
+            );
+        }
+        Err(e) => eprintln!("SKIPPED: no `script` to make a terminal ({e})"),
+    }
+    let piped = cli(
+        &dir,
+        &[
+            "train",
+            "--mesh",
+            "cpu",
+            "--ranks",
+            "2",
+            "--steps",
+            "3",
+            "--samples",
+            "64",
+            "--eval-samples",
+            "16",
+            "--log-every",
+            "1",
+            "--run-dir",
+            "piped",
+        ],
+    );
+    let text = String::from_utf8_lossy(&piped.stdout).to_string()
+        + &String::from_utf8_lossy(&piped.stderr);
+    assert!(piped.status.success(), "{text}");
+    assert!(!text.contains('\u{2588}'), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("step ")).count(),
+        3,
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
