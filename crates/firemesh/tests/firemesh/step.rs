@@ -95,12 +95,9 @@ fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// Bytes of the gradients (f32) in `grads`.
-fn grad_bytes<B: AutodiffBackend, M: AutodiffModule<B>>(
-    model: &M,
-    grads: &GradientsParams,
-) -> usize {
-    read_grads(model, grads).iter().map(|g| g.len() * 4).sum()
+/// Bytes of gradients (f32) read back by `read_grads`.
+fn grad_bytes(read: &[Vec<f32>]) -> usize {
+    read.iter().map(|g| g.len() * 4).sum()
 }
 
 #[test]
@@ -112,13 +109,14 @@ fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
         .unwrap();
     let (mut grads, forward_backward) = stats::count(|| sharded_grads(&model, &mesh, 4, 8, 1));
     let bucket = firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
-    let bytes = grad_bytes(&model, &grads);
     let (buckets, reduce) =
         stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket));
-    let want = bytes.div_ceil(bucket);
     let sums: u64 = reduce.routes.values().sum();
     let statistic_sums: u64 = forward_backward.routes.values().sum();
+    // Read once, after the reduction: summing changes no size.
     let tensors = read_grads(&model, &grads);
+    let bytes = grad_bytes(&tensors);
+    let want = bytes.div_ceil(bucket);
     println!(
         "ResNet-50: {} gradient tensors, {bytes} bytes: {buckets} collectives in buckets of \
          25 MiB (one per tensor without buckets); {statistic_sums} sums in the forward and \
@@ -150,7 +148,7 @@ fn buckets_give_the_sums_of_one_collective_per_parameter() {
     }
     model.visit(&mut SumEach(&mut per_param));
     let want = read_grads(&model, &per_param);
-    let bytes = grad_bytes(&model, &per_param);
+    let bytes = grad_bytes(&want);
     // Buckets of 1000 bytes: tensors span buckets, and some buckets hold several tensors.
     for bucket in [1000, 4096, bytes, 25 << 20] {
         let mut bucketed = sharded_grads(&model, &mesh, 7, 8, 1);
