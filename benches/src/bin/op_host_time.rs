@@ -5,14 +5,12 @@
 //! Writes `benches/results/op_host_time.{json,md}`.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexDevice};
 use burn_wgpu::Wgpu;
 use clap::Parser;
 use firemesh_backend::{Mesh, Sharded};
-use firemesh_benches::{time_median, write_results};
+use firemesh_benches::{per_op_seconds, write_results};
 use serde::Serialize;
-use std::time::Instant;
 
 #[derive(Parser)]
 struct Args {
@@ -39,20 +37,7 @@ struct Row {
 
 /// Median host microseconds per `x + b` on `device`.
 fn per_op<B: Backend>(device: &B::Device, args: &Args) -> f64 {
-    let b = Tensor::<B, 1>::ones([8], device);
-    let secs = time_median(args.samples, || {
-        let mut x = b.clone();
-        let start = Instant::now();
-        for _ in 0..args.ops {
-            x = x + b.clone();
-        }
-        let secs = start.elapsed().as_secs_f64();
-        // Queued work drains outside the timing.
-        let _ = B::sync(device);
-        drop(x);
-        secs
-    });
-    secs / args.ops as f64 * 1e6
+    per_op_seconds::<B>(device, args.ops, args.samples) * 1e6
 }
 
 fn rows_of<B: Backend>(

@@ -4,7 +4,7 @@
 //! `firemesh::route`), so a profile shows missing rules.
 
 pub use crate::route::Route;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -31,6 +31,9 @@ pub struct Counts {
     pub redistributions: BTreeMap<Redistribution, u64>,
     /// Sums and gathers of parts across ranks, by the route they took.
     pub routes: BTreeMap<Route, u64>,
+    /// Ops issued through `Sharded` (each runs once per rank): counted on the calling thread
+    /// inside [`count`] only, so that counting costs the hot path one thread-local add.
+    pub ops: u64,
 }
 
 impl Counts {
@@ -58,6 +61,7 @@ impl Counts {
         for (k, v) in &other.routes {
             *self.routes.entry(*k).or_default() += v;
         }
+        self.ops += other.ops;
     }
 }
 
@@ -65,6 +69,11 @@ static GLOBAL: Mutex<Option<Counts>> = Mutex::new(None);
 
 thread_local! {
     static SCOPES: RefCell<Vec<Counts>> = const { RefCell::new(Vec::new()) };
+    static OPS: Cell<u64> = const { Cell::new(0) };
+}
+
+pub(crate) fn op() {
+    OPS.with(|c| c.set(c.get() + 1));
 }
 
 fn record(f: impl Fn(&mut Counts)) {
@@ -110,8 +119,10 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
         }
     }
     let guard = Pop;
+    let ops_before = OPS.with(Cell::get);
     let out = f();
-    let counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
+    let mut counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
+    counts.ops = OPS.with(Cell::get) - ops_before;
     drop(guard);
     (out, counts)
 }

@@ -8,4 +8,5 @@ pub use firemesh_collective as collective;
 mod error;
 pub mod grads;
 pub mod mesh;
+pub mod simulate;
 pub mod train;

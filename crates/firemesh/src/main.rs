@@ -28,6 +28,12 @@ enum Command {
         #[command(flatten)]
         options: TrainOptions,
     },
+    /// Predict step time and scaling efficiency on 1..64 ranks of a given link, from a
+    /// measured one-device step.
+    Simulate {
+        #[command(flatten)]
+        options: firemesh::simulate::SimulateOptions,
+    },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
         /// Which devices to use.
@@ -70,6 +76,7 @@ fn main() {
     };
     let result = match cli.command {
         Command::Train { options } => train(options),
+        Command::Simulate { options } => firemesh::simulate::run(&options).map(|_| ()),
         Command::Demo {
             mesh,
             ranks,

@@ -114,6 +114,7 @@ fn prepare<B: Backend, I: Operands<B>>(
     inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
 ) -> Ready<B, I> {
+    stats::op();
     let mesh = inputs.mesh(op);
     let metas = inputs.metas();
     let plan = rule(&metas);

@@ -10,20 +10,15 @@ use std::sync::Once;
 
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
-struct Series {
-    name: &'static str,
-    points: Vec<(f64, f64)>,
-    color: RGBColor,
+pub(crate) struct Series {
+    pub name: &'static str,
+    pub points: Vec<(f64, f64)>,
+    pub color: RGBColor,
 }
 
 /// Draws `loss.png`, `throughput.png` and `eval.png` (when there were evaluations) into
 /// `dir`; returns their paths.
 pub fn draw(dir: &Path, records: &[Record], throughput_unit: &str) -> Result<Vec<PathBuf>> {
-    static REGISTER: Once = Once::new();
-    REGISTER.call_once(|| {
-        // The embedded font parses; if it ever did not, text would be missing, not the chart.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
-    });
     let mut train_loss = Vec::new();
     let mut throughput = Vec::new();
     let (mut eval_loss, mut accuracy, mut perplexity) = (Vec::new(), Vec::new(), Vec::new());
@@ -61,8 +56,7 @@ pub fn draw(dir: &Path, records: &[Record], throughput_unit: &str) -> Result<Vec
             return Ok(());
         }
         let path = dir.join(file);
-        line_chart(&path, title, y, &series)
-            .map_err(|e| Error::Io(format!("cannot draw {}: {e}", path.display())))?;
+        line_chart(&path, title, "step", y, &series)?;
         drawn.push(path);
         Ok(())
     };
@@ -119,12 +113,30 @@ fn throughput_unit_name(unit: &str) -> &'static str {
     }
 }
 
-fn line_chart(
+/// Draws `series` into the PNG at `path`.
+pub(crate) fn line_chart(
     path: &Path,
     title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<()> {
+    draw_png(path, title, x_desc, y_desc, series)
+        .map_err(|e| Error::Io(format!("cannot draw {}: {e}", path.display())))
+}
+
+fn draw_png(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
     y_desc: &str,
     series: &[Series],
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // The embedded font parses; if it ever did not, text would be missing, not the chart.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
     let all = || series.iter().flat_map(|s| s.points.iter().copied());
     let (x0, x1) = bounds(all().map(|p| p.0));
     let (y0, y1) = bounds(all().map(|p| p.1));
@@ -135,7 +147,7 @@ fn line_chart(
         &mut pixels,
         (width, height),
         title,
-        y_desc,
+        (x_desc, y_desc),
         series,
         (x0, x1),
         (y0 - pad, y1 + pad),
@@ -150,7 +162,7 @@ fn draw_into(
     pixels: &mut [u8],
     size: (u32, u32),
     title: &str,
-    y_desc: &str,
+    (x_desc, y_desc): (&str, &str),
     series: &[Series],
     (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
@@ -165,7 +177,7 @@ fn draw_into(
         .build_cartesian_2d(x0..x1, y0.max(0.0)..y1)?;
     chart
         .configure_mesh()
-        .x_desc("step")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .label_style(("sans-serif", 14))
         .draw()?;

@@ -6,15 +6,15 @@
 //! time on worker threads), evaluates on the held-out split after every epoch, checkpoints, and
 //! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
 
-mod charts;
+pub(crate) mod charts;
 mod checkpoint;
 pub mod config;
 mod data;
 mod gpu;
 mod memory;
 mod metrics;
-mod net;
-mod optim;
+pub(crate) mod net;
+pub(crate) mod optim;
 mod pipeline;
 mod progress;
 mod run;

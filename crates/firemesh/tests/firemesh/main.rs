@@ -3,6 +3,7 @@
 mod bad_input;
 mod common;
 mod resume;
+mod simulate;
 mod sources;
 mod step;
 mod train_job;

@@ -1,0 +1,361 @@
+//! Validation (a) of `firemesh simulate`: its predicted step time against the CPU mesh's
+//! measured one, in the same run. For each rank count N the simulator gets what it would get
+//! from a user: a one-device step measured at the per-rank batch (plain Flex), firemesh's op
+//! and sum counts for that step, the host time per op through `Sharded` (measured), and an α–β
+//! link fitted to two all-reduce sizes of the CPU group. The CPU mesh runs its ranks in turn
+//! on one thread, so the scenario is serial: compute, sums and host time add up.
+//!
+//! `cargo run -p firemesh-benches --bin simulate_check`
+
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn_flex::{Flex, FlexDevice};
+use clap::Parser;
+use firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
+use firemesh::backend::{shard, shard_int, stats, Mesh, Sharded};
+use firemesh::collective::{ReduceOp, TensorCollectives};
+use firemesh::grads::reduce_gradients;
+use firemesh::mesh::DeviceMesh;
+use firemesh_benches::{median, per_op_seconds, write_results};
+use firemesh_resnet::{ResNet, ResNetConfig};
+use firemesh_simulate::{
+    predict, HostModel, Layer, Link, Scenario, Schedule, StepProfile, Topology,
+};
+use serde::Serialize;
+use std::time::Instant;
+
+#[derive(Parser)]
+struct Args {
+    /// Global batch (split over the ranks).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Image side in pixels.
+    #[arg(long, default_value_t = 32)]
+    size: usize,
+    /// Measured steps per setup (after one warm-up step).
+    #[arg(long, default_value_t = 7)]
+    steps: usize,
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    ranks: Vec<usize>,
+    #[arg(long, default_value = "benches/results")]
+    out: String,
+}
+
+type One = Autodiff<Flex>;
+type Many = Autodiff<Sharded<Flex>>;
+
+#[derive(Serialize)]
+struct Row {
+    ranks: usize,
+    /// Plain Flex at the per-rank batch.
+    one_device_ms: f64,
+    /// `Sharded<Flex>` with one rank at the per-rank batch.
+    one_rank_ms: f64,
+    ops_per_step: u64,
+    blocking_sums: u64,
+    gradient_collectives: usize,
+    alpha_us: f64,
+    gb_s: f64,
+    from_device_ms: f64,
+    from_rank_ms: f64,
+    measured_ms: f64,
+    error_from_device: f64,
+    error_from_rank: f64,
+}
+
+/// What one step counted: ops, and sums the step waits for.
+#[derive(Default, Clone, Copy)]
+struct Counted {
+    ops: u64,
+    sums: u64,
+}
+
+/// One training setup stepped in turns with another, so that machine noise hits both alike.
+struct Setup<B: AutodiffBackend, P, S> {
+    model: Option<ResNet<B>>,
+    optim: burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<B::InnerBackend>, ResNet<B>, B>,
+    place: P,
+    sum_grads: S,
+    times: Vec<f64>,
+    counted: Counted,
+}
+
+impl<B, P, S> Setup<B, P, S>
+where
+    B: AutodiffBackend,
+    ResNet<B>: AutodiffModule<B>,
+    P: Fn(&TensorData, &TensorData) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
+    S: Fn(&ResNet<B>, &mut GradientsParams) -> usize,
+{
+    fn new(model: ResNet<B>, place: P, sum_grads: S) -> Self {
+        Setup {
+            model: Some(model),
+            optim: SgdConfig::new().init::<B, ResNet<B>>(),
+            place,
+            sum_grads,
+            times: Vec::new(),
+            counted: Counted::default(),
+        }
+    }
+
+    /// One SGD step, timed when `keep`; counts its ops and blocking sums.
+    fn step(&mut self, (images, labels): (&TensorData, &TensorData), keep: bool) {
+        let model = self.model.take().expect("model");
+        let start = Instant::now();
+        let (x, y) = (self.place)(images, labels);
+        let ((mut grads, loss), passes) = stats::count(|| {
+            let logits = model.forward(x);
+            let loss = CrossEntropyLossConfig::new()
+                .init(&logits.device())
+                .forward(logits, y);
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let value: f32 = loss.into_scalar().elem();
+            (grads, value)
+        });
+        let (_, reduce) = stats::count(|| (self.sum_grads)(&model, &mut grads));
+        let (next, update) = stats::count(|| self.optim.step(0.05, model, grads));
+        self.model = Some(next);
+        assert!(loss.is_finite());
+        if keep {
+            self.times.push(start.elapsed().as_secs_f64());
+        }
+        self.counted = Counted {
+            ops: passes.ops + reduce.ops + update.ops,
+            sums: passes.routes.values().sum(),
+        };
+    }
+}
+
+fn model<B: Backend>(device: &B::Device) -> ResNet<B> {
+    let m = ResNetConfig::tiny(10).init::<B>(device).expect("config");
+    firemesh_benches::init_params(&m);
+    m
+}
+
+/// Bytes of each parameter tensor (f32), and the mean bytes of the 1-D ones (BatchNorm
+/// scales and shifts: the size of a statistic sum).
+fn parameter_bytes<B: Backend>(m: &ResNet<B>) -> (Vec<u64>, f64) {
+    struct Sizes(Vec<(usize, u64)>);
+    impl<B: Backend> ModuleVisitor<B> for Sizes {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {
+            self.0.push((D, 4 * p.val().shape().num_elements() as u64));
+        }
+    }
+    let mut s = Sizes(Vec::new());
+    m.visit(&mut s);
+    let ones: Vec<u64> = s.0.iter().filter(|p| p.0 == 1).map(|p| p.1).collect();
+    let mean = ones.iter().sum::<u64>() as f64 / ones.len().max(1) as f64;
+    (s.0.iter().map(|p| p.1).collect(), mean)
+}
+
+/// α and β of the CPU group's all-reduce over `n` ranks, fitted to one-shot's
+/// `α + (n - 1) M / β` at 64 bytes and at `bytes`.
+fn fit_link(n: usize, bytes: usize) -> Link {
+    let group = DeviceMesh::cpu_group(n).expect("group");
+    let time = |len: usize| {
+        let mut samples: Vec<f64> = (0..21)
+            .map(|_| {
+                let parts: Vec<Tensor<Flex, 1>> =
+                    (0..n).map(|_| Tensor::ones([len], &FlexDevice)).collect();
+                let start = Instant::now();
+                let out = group.all_reduce_tensors(parts, ReduceOp::Sum).expect("sum");
+                let secs = start.elapsed().as_secs_f64();
+                drop(out);
+                secs
+            })
+            .collect();
+        median(&mut samples)
+    };
+    let (small, large) = (time(16), time(bytes.max(1024) / 4));
+    let alpha = small;
+    let beta = (n - 1) as f64 * bytes.max(1024) as f64 / (large - small).max(1e-9);
+    Link::custom("cpu group", alpha * 1e6, beta / 1e9).expect("fitted link")
+}
+
+fn data(n: usize, size: usize) -> (TensorData, TensorData) {
+    let images: Vec<f32> = (0..n * 3 * size * size)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let labels: Vec<i64> = (0..n).map(|i| (i % 10) as i64).collect();
+    (
+        TensorData::new(images, [n, 3, size, size]),
+        TensorData::new(labels, [n]),
+    )
+}
+
+fn main() {
+    let args = Args::parse();
+    let flex_op = per_op_seconds::<Flex>(&FlexDevice, 2000, 7);
+    let mut rows = Vec::new();
+    for &n in &args.ranks {
+        let per_rank = args.batch / n;
+        // One device at the per-rank batch (the profile a user would measure) and the mesh,
+        // stepped in turns.
+        let small = data(per_rank, args.size);
+        let full = data(per_rank * n, args.size);
+        let mesh = Mesh::replicate(FlexDevice, n).expect("mesh");
+        mesh.set_parallel(false);
+        let mut one = Setup::new(
+            model::<One>(&FlexDevice),
+            |x: &TensorData, y: &TensorData| {
+                (
+                    Tensor::from_data(x.clone(), &FlexDevice),
+                    Tensor::from_data(y.clone(), &FlexDevice),
+                )
+            },
+            |_: &ResNet<One>, _: &mut GradientsParams| 0,
+        );
+        // One rank of firemesh at the per-rank batch: the same placement rules, no peers.
+        let lone = Mesh::replicate(FlexDevice, 1).expect("mesh");
+        lone.set_parallel(false);
+        let mut rank = Setup::new(
+            model::<Many>(&lone),
+            |x: &TensorData, y: &TensorData| {
+                let x = Tensor::from_data(x.clone(), &lone);
+                let y = Tensor::from_data(y.clone(), &lone);
+                (shard(x, 0).expect("shard"), shard_int(y, 0).expect("shard"))
+            },
+            |_: &ResNet<Many>, _: &mut GradientsParams| 0,
+        );
+        let m = model::<Many>(&mesh);
+        let (grad_bytes, stat_bytes) = parameter_bytes(&m);
+        let mut many = Setup::new(
+            m,
+            |x: &TensorData, y: &TensorData| {
+                let x = Tensor::from_data(x.clone(), &mesh);
+                let y = Tensor::from_data(y.clone(), &mesh);
+                (shard(x, 0).expect("shard"), shard_int(y, 0).expect("shard"))
+            },
+            |m: &ResNet<Many>, g: &mut GradientsParams| {
+                reduce_gradients::<Flex, _>(m, g, DEFAULT_BUCKET_BYTES)
+            },
+        );
+        for step in 0..=args.steps {
+            one.step((&small.0, &small.1), step > 0);
+            rank.step((&small.0, &small.1), step > 0);
+            many.step((&full.0, &full.1), step > 0);
+        }
+        let one_s = median(&mut one.times);
+        let rank_s = median(&mut rank.times);
+        let measured_s = median(&mut many.times);
+        let ms = |t: &[f64]| {
+            t.iter()
+                .map(|s| format!("{:.0}", s * 1e3))
+                .collect::<Vec<_>>()
+        };
+        println!(
+            "N={n}: one device {:?} ms, one rank {:?} ms, mesh {:?} ms",
+            ms(&one.times),
+            ms(&rank.times),
+            ms(&many.times)
+        );
+        let counted = many.counted;
+        // The simulator's inputs: host overhead per op beyond what the profile already holds.
+        let sharded_op = per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 7);
+        let lone_op = per_op_seconds::<Sharded<Flex>>(&lone, 2000, 7);
+        let total: u64 = grad_bytes.iter().sum();
+        let link = if n > 1 {
+            fit_link(n, total as usize)
+        } else {
+            Link::custom("none", 0.0, 1.0).expect("link")
+        };
+        let predicted = |step_s: f64, overhead: f64| {
+            let profile = StepProfile {
+                model: "resnet-tiny".into(),
+                unit: "images".into(),
+                samples_per_rank: per_rank as f64,
+                forward_s: 0.0,
+                layers: vec![Layer {
+                    name: "whole step".into(),
+                    backward_s: step_s,
+                    grad_bytes: grad_bytes.clone(),
+                }],
+                optimizer_s: 0.0,
+                blocking_sums: counted.sums as usize,
+                blocking_sum_bytes: stat_bytes,
+                ops_per_step: counted.ops as usize,
+            };
+            let scenario = Scenario {
+                topology: Topology::flat(link.clone()),
+                schedule: Schedule::Buckets {
+                    bytes: DEFAULT_BUCKET_BYTES as u64,
+                },
+                overlap: false,
+                straggler_cv: 0.0,
+                host: HostModel {
+                    op_s: overhead.max(0.0),
+                    op_s_per_extra_rank: 0.0,
+                },
+                serial: true,
+            };
+            predict(&profile, &scenario, n)
+        };
+        let from_device = predicted(one_s, sharded_op - n as f64 * flex_op);
+        let from_rank = predicted(rank_s, sharded_op - n as f64 * lone_op);
+        let row = Row {
+            ranks: n,
+            one_device_ms: one_s * 1e3,
+            one_rank_ms: rank_s * 1e3,
+            ops_per_step: counted.ops,
+            blocking_sums: counted.sums,
+            gradient_collectives: from_rank.gradient_collectives,
+            alpha_us: link.alpha_s * 1e6,
+            gb_s: link.bytes_per_s / 1e9,
+            from_device_ms: from_device.step_s * 1e3,
+            from_rank_ms: from_rank.step_s * 1e3,
+            measured_ms: measured_s * 1e3,
+            error_from_device: from_device.step_s / measured_s - 1.0,
+            error_from_rank: from_rank.step_s / measured_s - 1.0,
+        };
+        println!(
+            "N={n}: measured {:.1} ms; predicted from one device {:.1} ms ({:+.1}%), from one rank {:.1} ms ({:+.1}%)",
+            row.measured_ms,
+            row.from_device_ms,
+            100.0 * row.error_from_device,
+            row.from_rank_ms,
+            100.0 * row.error_from_rank
+        );
+        rows.push(row);
+    }
+    let mut md = format!(
+        "# Simulator against the CPU mesh (validation a)\n\n\
+         Tiny ResNet, global batch {} of 3×{s}×{s}, SGD; CPU mesh on Flex, ranks in turn on one \
+         thread ({} CPU cores). For each N the simulator (serial scenario: compute, sums and host \
+         time add up) gets a one-device step measured at the per-rank batch, either on plain Flex \
+         or on `Sharded<Flex>` with one rank; the op and sum counts of the sharded step; the host \
+         time per op through `Sharded` beyond what that profile holds (tiny-op timings); and α–β of \
+         the CPU group's all-reduce fitted at 64 B and at the gradient size. It predicts the \
+         N-rank step, measured in the same run, setups taking turns step by step (medians of {} \
+         steps). Absolute times of this machine; errors are predicted / measured − 1.\n\n\
+         | N | one device at B/N, ms | one rank at B/N, ms | ops | blocking sums | gradient collectives | α µs | GB/s | measured ms | predicted from one device | predicted from one rank |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        args.batch,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        args.steps,
+        s = args.size,
+    );
+    for r in &rows {
+        md += &format!(
+            "| {} | {:.1} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.1} ms ({:+.1}%) | {:.1} ms ({:+.1}%) |\n",
+            r.ranks,
+            r.one_device_ms,
+            r.one_rank_ms,
+            r.ops_per_step,
+            r.blocking_sums,
+            r.gradient_collectives,
+            r.alpha_us,
+            r.gb_s,
+            r.measured_ms,
+            r.from_device_ms,
+            100.0 * r.error_from_device,
+            r.from_rank_ms,
+            100.0 * r.error_from_rank
+        );
+    }
+    print!("{md}");
+    write_results(&args.out, "simulate_check", &rows, &md).expect("write results");
+}

@@ -1,0 +1,116 @@
+//! firemesh's own step, counted and timed on a CPU mesh: the simulator's inputs for
+//! `firemesh simulate --firemesh`.
+
+use crate::train::config::OptimizerKind;
+use crate::train::net::{Batch, NetConfig};
+use crate::train::optim::AnyOptimizer;
+use crate::train::ModelName;
+use crate::Result;
+use burn::backend::Autodiff;
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn_flex::{Flex, FlexDevice};
+use firemesh_backend::{shard, shard_int, stats, Mesh, Sharded};
+use serde::Serialize;
+use std::time::Instant;
+
+/// What one training step of a zoo model costs firemesh's host, measured here.
+#[derive(Debug, Clone, Serialize)]
+pub struct FiremeshStep {
+    /// Ops issued through `Sharded` in forward, backward and the optimizer step.
+    pub ops_per_step: u64,
+    /// Sums over the ranks inside forward and backward (BatchNorm statistics of a sharded
+    /// batch and their gradients, the loss): the step waits for each.
+    pub blocking_sums: u64,
+    /// Host time of one small op through `Sharded<Flex>`, ranks issued in turn:
+    /// (ranks, seconds per op).
+    pub host_op_s_by_ranks: Vec<(usize, f64)>,
+    /// Least-squares line through them: seconds at one rank, and per extra rank.
+    pub host_op_s: f64,
+    pub host_op_s_per_extra_rank: f64,
+}
+
+/// Counts one training step of `model` on a 2-rank CPU mesh (a small batch: the op count does
+/// not depend on its size; the ResNets take the CIFAR stem, two ops fewer than the ImageNet
+/// stem's max-pool and its gradient) and times one small op for rank counts up to 8.
+pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<FiremeshStep> {
+    type Ad = Autodiff<Sharded<Flex>>;
+    let mesh = Mesh::replicate(FlexDevice, 2)?;
+    let net = NetConfig::new(model, 10, 16, 256)?.init::<Ad>(&mesh)?;
+    let batch = if model.is_gpt() {
+        let tokens: Vec<i32> = (0..2 * 9).map(|i| i * 37 % 256).collect();
+        let t = Tensor::<Ad, 2, Int>::from_data(TensorData::new(tokens, [2, 9]), &mesh);
+        Batch::Tokens(shard_int(t, 0)?)
+    } else {
+        let values: Vec<f32> = (0..4 * 3 * 16 * 16)
+            .map(|i| (i % 17) as f32 / 17.0)
+            .collect();
+        let images = Tensor::<Ad, 4>::from_data(TensorData::new(values, [4, 3, 16, 16]), &mesh);
+        let labels = Tensor::<Ad, 1, Int>::from_data(TensorData::new(vec![1, 2, 3, 4], [4]), &mesh);
+        Batch::Images {
+            images: shard(images, 0)?,
+            labels: shard_int(labels, 0)?,
+        }
+    };
+    let (grads, passes) = stats::count(|| -> Result<_> {
+        let loss = net.loss(batch)?;
+        Ok(GradientsParams::from_grads(loss.backward(), &net))
+    });
+    let grads = grads?;
+    let kind = if model.is_gpt() {
+        OptimizerKind::Adamw
+    } else {
+        OptimizerKind::Sgd
+    };
+    let mut optimizer = AnyOptimizer::new(kind, 0.9, 1e-4);
+    let (_, update) = stats::count(|| optimizer.step(0.01, net, grads));
+    let mut counts: Vec<usize> = ranks.iter().copied().filter(|&n| n <= 8).collect();
+    counts.extend([1, 2, 4, 8]);
+    counts.sort_unstable();
+    counts.dedup();
+    let host_op_s_by_ranks = counts
+        .iter()
+        .map(|&n| Ok((n, host_seconds_per_op(n)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let (host_op_s, host_op_s_per_extra_rank) = fit_line(&host_op_s_by_ranks);
+    Ok(FiremeshStep {
+        ops_per_step: passes.ops + update.ops,
+        blocking_sums: passes.routes.values().sum(),
+        host_op_s_by_ranks,
+        host_op_s,
+        host_op_s_per_extra_rank,
+    })
+}
+
+/// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks.
+fn host_seconds_per_op(n: usize) -> Result<f64> {
+    let mesh = Mesh::replicate(FlexDevice, n)?;
+    let b = Tensor::<Sharded<Flex>, 1>::ones([8], &mesh);
+    let ops = 2000;
+    let mut samples: Vec<f64> = (0..5)
+        .map(|_| {
+            let mut x = b.clone();
+            let start = Instant::now();
+            for _ in 0..ops {
+                x = x + b.clone();
+            }
+            start.elapsed().as_secs_f64() / ops as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// Least squares of seconds against (ranks - 1): (intercept, slope), slope at least 0.
+fn fit_line(points: &[(usize, f64)]) -> (f64, f64) {
+    let k = points.len() as f64;
+    let mx = points.iter().map(|p| (p.0 - 1) as f64).sum::<f64>() / k;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / k;
+    let sxx: f64 = points.iter().map(|p| ((p.0 - 1) as f64 - mx).powi(2)).sum();
+    let sxy: f64 = points
+        .iter()
+        .map(|p| ((p.0 - 1) as f64 - mx) * (p.1 - my))
+        .sum();
+    let slope = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    ((my - slope * mx).max(0.0), slope)
+}

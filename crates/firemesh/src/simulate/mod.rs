@@ -1,0 +1,283 @@
+//! `firemesh simulate`: what a model's step would give on N ranks of a given link, from a
+//! measured one-device step ([`firemesh_simulate`] does the arithmetic; this is the command).
+
+mod measure;
+mod report;
+
+pub use measure::{measure_firemesh_step, FiremeshStep};
+
+use crate::train::ModelName;
+use crate::{Error, Result};
+use firemesh_simulate::{
+    gpt, resnet, HostModel, Link, Prediction, Scenario, Schedule, StepProfile, Topology, Workload,
+};
+use std::path::PathBuf;
+
+/// The options of `firemesh simulate`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimulateOptions {
+    /// Model whose step is simulated.
+    #[arg(long, value_enum, default_value_t = ModelName::Resnet50)]
+    pub model: ModelName,
+    /// Image side in pixels (ResNets).
+    #[arg(long, default_value_t = 224)]
+    pub image_size: usize,
+    /// Classes (ResNets).
+    #[arg(long, default_value_t = 1000)]
+    pub classes: usize,
+    /// Samples in one rank's batch: images, or sequences of the model's context for a GPT
+    /// [default: 256 images, 8 sequences].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// One device's measured training throughput, images/s or tokens/s [default for ResNet-50
+    /// at 224 px: 2,470, NVIDIA's published A100 mixed-precision figure].
+    #[arg(long)]
+    pub throughput: Option<f64>,
+    /// A measured step as JSON (the fields of `firemesh_simulate::StepProfile`), instead of
+    /// --model and --throughput.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Link between the ranks of a node: nvlink3, nvlink4, pcie4, pcie5, net100, net200, net400.
+    #[arg(long, default_value = "nvlink3")]
+    pub link: String,
+    /// Override the link's α (µs per message).
+    #[arg(long)]
+    pub alpha_us: Option<f64>,
+    /// Override the link's bandwidth (GB/s per rank and direction).
+    #[arg(long)]
+    pub bandwidth_gbs: Option<f64>,
+    /// Link between nodes (one port per rank).
+    #[arg(long, default_value = "net200")]
+    pub network: String,
+    /// Ranks in one node.
+    #[arg(long, default_value_t = 8)]
+    pub ranks_per_node: usize,
+    /// Rank counts to predict.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    pub ranks: Vec<usize>,
+    /// Gradient bucket size in MiB.
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mib: f64,
+    /// Spread (coefficient of variation) of one rank's step time: a synchronous step waits
+    /// for the slowest rank. 0.10 reproduces NVIDIA's published 8×A100 ResNet-50 result
+    /// (6.72×) within 4%; 0 is a machine whose ranks never differ.
+    #[arg(long, default_value_t = 0.10)]
+    pub straggler_cv: f64,
+    /// Bytes of one gradient element (4: f32, also under mixed precision).
+    #[arg(long, default_value_t = 4)]
+    pub grad_element_bytes: u64,
+    /// Simulate firemesh's own step: its op count and the BatchNorm sums of a sharded batch,
+    /// counted on a CPU mesh here, and its per-op host time measured here plus --launch-us
+    /// per rank and op.
+    #[arg(long)]
+    pub firemesh: bool,
+    /// Host time of one kernel launch on the inner backend (µs), with --firemesh.
+    #[arg(long, default_value_t = 4.0)]
+    pub launch_us: f64,
+    /// Folder for simulate.json, simulate.md and the charts.
+    #[arg(long, default_value = "runs/simulate")]
+    pub out: PathBuf,
+}
+
+/// What a simulation was given and what it predicted.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Simulation {
+    pub profile: StepProfile,
+    pub scenario: Scenario,
+    /// Where the profile's step time came from.
+    pub source: String,
+    pub predictions: Vec<Prediction>,
+    /// The same rank counts without overlap, with one collective per tensor, and both.
+    pub no_overlap: Vec<Prediction>,
+    pub per_tensor: Vec<Prediction>,
+    pub per_tensor_no_overlap: Vec<Prediction>,
+    /// (bucket bytes, step seconds) at the largest rank count.
+    pub bucket_sweep: Vec<(u64, f64)>,
+    pub firemesh_step: Option<FiremeshStep>,
+}
+
+/// Runs `firemesh simulate`: predicts, prints the table, writes the report files.
+pub fn run(o: &SimulateOptions) -> Result<Simulation> {
+    let sim = simulate(o)?;
+    report::print(&sim);
+    let files = report::write(&sim, &o.out)?;
+    println!("  written: {}", files.join(", "));
+    Ok(sim)
+}
+
+/// The predictions of `o`, without printing or writing.
+pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
+    let (mut profile, source, workload) = profile(o)?;
+    let scenario_base = scenario(o)?;
+    if o.ranks.is_empty() || o.ranks.iter().any(|&n| n == 0 || n > 65_536) {
+        return Err(Error::Invalid(
+            "--ranks: give rank counts from 1 to 65536, like 1,2,4,8".into(),
+        ));
+    }
+    let mut scenario = scenario_base;
+    let mut firemesh_step = None;
+    if o.firemesh {
+        let measured = measure_firemesh_step(o.model, &o.ranks)?;
+        profile.ops_per_step = measured.ops_per_step as usize;
+        profile.blocking_sums = measured.blocking_sums as usize;
+        profile.blocking_sum_bytes = workload.as_ref().map(mean_batch_norm_bytes).unwrap_or(0.0);
+        let launch = o.launch_us * 1e-6;
+        scenario.host = HostModel {
+            op_s: measured.host_op_s + launch,
+            op_s_per_extra_rank: measured.host_op_s_per_extra_rank + launch,
+        };
+        firemesh_step = Some(measured);
+    }
+    let at = |s: &Scenario| firemesh_simulate::sweep(&profile, s, &o.ranks);
+    let variant = |schedule: Option<Schedule>, overlap: bool| {
+        let mut s = scenario.clone();
+        if let Some(schedule) = schedule {
+            s.schedule = schedule;
+        }
+        s.overlap = overlap;
+        at(&s)
+    };
+    let largest = *o.ranks.iter().max().expect("checked non-empty");
+    let bucket_sweep = (0..=14)
+        .map(|i| {
+            let bytes = (16u64 << 10) << i; // 16 KiB .. 256 MiB
+            let mut s = scenario.clone();
+            s.schedule = Schedule::Buckets { bytes };
+            (
+                bytes,
+                firemesh_simulate::predict(&profile, &s, largest).step_s,
+            )
+        })
+        .collect();
+    Ok(Simulation {
+        predictions: at(&scenario),
+        no_overlap: variant(None, false),
+        per_tensor: variant(Some(Schedule::PerTensor), true),
+        per_tensor_no_overlap: variant(Some(Schedule::PerTensor), false),
+        bucket_sweep,
+        profile,
+        scenario,
+        source,
+        firemesh_step,
+    })
+}
+
+/// The profile: read from a file, or the model's shape with one measured step time.
+fn profile(o: &SimulateOptions) -> Result<(StepProfile, String, Option<Workload>)> {
+    if let Some(path) = &o.profile {
+        let p = StepProfile::load(path).map_err(|e| Error::Invalid(e.to_string()))?;
+        return Ok((p, format!("profile {}", path.display()), None));
+    }
+    let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
+    let (workload, samples) = match o.model {
+        ModelName::ResnetTiny => {
+            return Err(Error::Invalid(
+                "simulate: resnet-tiny has no published shape here; use resnet18 .. resnet152, a GPT, or --profile".into(),
+            ))
+        }
+        ModelName::Resnet18 => (resnet(18, o.image_size, o.classes).map_err(invalid)?, 256),
+        ModelName::Resnet34 => (resnet(34, o.image_size, o.classes).map_err(invalid)?, 256),
+        ModelName::Resnet50 => (resnet(50, o.image_size, o.classes).map_err(invalid)?, 256),
+        ModelName::Resnet101 => (resnet(101, o.image_size, o.classes).map_err(invalid)?, 256),
+        ModelName::Resnet152 => (resnet(152, o.image_size, o.classes).map_err(invalid)?, 256),
+        ModelName::GptTiny => (gpt(2, 32, 256, 16).map_err(invalid)?, 8 * 16),
+        ModelName::Gpt2Small => (gpt(12, 768, 50_257, 1024).map_err(invalid)?, 8 * 1024),
+    };
+    let context = match o.model {
+        ModelName::GptTiny => 16,
+        ModelName::Gpt2Small => 1024,
+        _ => 1,
+    };
+    let samples = o.batch.map_or(samples, |b| b * context) as f64;
+    let (throughput, source) = match o.throughput {
+        Some(t) => (t, format!("{t} {} per second on one device (given)", workload.unit)),
+        None if o.model == ModelName::Resnet50 && o.image_size == 224 => (
+            2_470.0,
+            "2,470 images/s on one A100 80GB (NVIDIA's published ResNet-50 v1.5 mixed-precision figure)"
+                .to_string(),
+        ),
+        None => {
+            return Err(Error::Invalid(format!(
+                "simulate {}: give --throughput (one device's {} per second) or --profile",
+                o.model, workload.unit
+            )))
+        }
+    };
+    if !(throughput.is_finite() && throughput > 0.0) {
+        return Err(Error::Invalid(format!(
+            "--throughput {throughput}: a finite number above 0"
+        )));
+    }
+    let p = StepProfile::from_workload(
+        &workload,
+        samples,
+        samples / throughput,
+        o.grad_element_bytes,
+    )
+    .map_err(invalid)?;
+    Ok((p, source, Some(workload)))
+}
+
+fn scenario(o: &SimulateOptions) -> Result<Scenario> {
+    let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
+    let mut intra = Link::preset(&o.link).map_err(invalid)?;
+    if o.alpha_us.is_some() || o.bandwidth_gbs.is_some() {
+        intra = Link::custom(
+            &format!("{} (custom)", intra.name),
+            o.alpha_us.unwrap_or(intra.alpha_s * 1e6),
+            o.bandwidth_gbs.unwrap_or(intra.bytes_per_s / 1e9),
+        )
+        .map_err(invalid)?;
+    }
+    let inter = Link::preset(&o.network).map_err(invalid)?;
+    if o.ranks_per_node == 0 {
+        return Err(Error::Invalid("--ranks-per-node must be 1 or more".into()));
+    }
+    if !(o.bucket_mib.is_finite() && o.bucket_mib > 0.0 && o.bucket_mib <= 65_536.0) {
+        return Err(Error::Invalid(format!(
+            "--bucket-mib {}: from above 0 to 65536",
+            o.bucket_mib
+        )));
+    }
+    if !(o.straggler_cv.is_finite() && (0.0..1.0).contains(&o.straggler_cv)) {
+        return Err(Error::Invalid(format!(
+            "--straggler-cv {}: from 0 to below 1",
+            o.straggler_cv
+        )));
+    }
+    if !(o.launch_us.is_finite() && o.launch_us >= 0.0) {
+        return Err(Error::Invalid(format!(
+            "--launch-us {}: 0 or more",
+            o.launch_us
+        )));
+    }
+    Ok(Scenario {
+        topology: Topology {
+            intra,
+            inter,
+            ranks_per_node: o.ranks_per_node,
+        },
+        schedule: Schedule::Buckets {
+            bytes: ((o.bucket_mib * (1u64 << 20) as f64) as u64).max(1),
+        },
+        overlap: true,
+        straggler_cv: o.straggler_cv,
+        host: HostModel::default(),
+        serial: false,
+    })
+}
+
+/// The bytes of one BatchNorm statistic sum, averaged over the model's BatchNorm layers (one
+/// f32 per channel).
+fn mean_batch_norm_bytes(w: &Workload) -> f64 {
+    let channels: Vec<u64> = w
+        .layers
+        .iter()
+        .filter(|l| l.name.ends_with(".bn"))
+        .map(|l| l.params[0])
+        .collect();
+    if channels.is_empty() {
+        return 0.0;
+    }
+    4.0 * channels.iter().sum::<u64>() as f64 / channels.len() as f64
+}

@@ -1,0 +1,176 @@
+//! The simulation as a table on the terminal, and as simulate.json, simulate.md,
+//! efficiency.png and buckets.png in the output folder.
+
+use super::Simulation;
+use crate::train::charts::{line_chart, Series};
+use crate::{Error, Result};
+use firemesh_simulate::{Prediction, Schedule};
+use plotters::style::{RGBColor, BLUE, RED};
+use std::fmt::Write as _;
+use std::path::Path;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The report as Markdown (also printed).
+pub fn markdown(sim: &Simulation) -> String {
+    let p = &sim.profile;
+    let s = &sim.scenario;
+    let mut md = String::new();
+    let bucket = match s.schedule {
+        Schedule::PerTensor => "one collective per tensor".to_string(),
+        Schedule::Buckets { bytes } => format!("buckets of {:.1} MiB", bytes as f64 / MIB),
+    };
+    let _ = writeln!(
+        md,
+        "# Simulated scaling: {}\n\n\
+         - One device: {:.1} ms per step of {} {} ({:.0} {}/s); source: {}.\n\
+         - Gradients: {} tensors, {:.1} MB, summed in {bucket}, overlapped with the backward pass.\n\
+         - Links: {} in a node (α {:.1} µs, {:.1} GB/s), {} across nodes (α {:.1} µs, {:.1} GB/s), {} ranks per node.\n\
+         - Straggler spread (cv of a rank's step time): {}.",
+        p.model,
+        p.compute_s() * 1e3,
+        p.samples_per_rank,
+        p.unit,
+        p.samples_per_rank / p.compute_s(),
+        p.unit,
+        sim.source,
+        p.gradient_tensors(),
+        p.gradient_bytes() as f64 / 1e6,
+        s.topology.intra.name,
+        s.topology.intra.alpha_s * 1e6,
+        s.topology.intra.bytes_per_s / 1e9,
+        s.topology.inter.name,
+        s.topology.inter.alpha_s * 1e6,
+        s.topology.inter.bytes_per_s / 1e9,
+        s.topology.ranks_per_node,
+        s.straggler_cv
+    );
+    if let Some(f) = &sim.firemesh_step {
+        let _ = writeln!(
+            md,
+            "- firemesh's step, measured here on a CPU mesh: {} ops per step, {} blocking sums \
+             ({:.0} bytes each); host time per op {:.2} µs + {:.2} µs per extra rank (Sharded<Flex>, \
+             ranks in turn), plus {:.1} µs per rank for the inner backend's launch.",
+            f.ops_per_step,
+            f.blocking_sums,
+            p.blocking_sum_bytes,
+            f.host_op_s * 1e6,
+            f.host_op_s_per_extra_rank * 1e6,
+            (s.host.op_s - f.host_op_s) * 1e6
+        );
+    }
+    md += "\n| ranks | step ms | throughput | efficiency | gradient comm ms | exposed ms | hidden | blocking ms | host ms | collectives | no overlap | per tensor | per tensor, no overlap |\n\
+           |---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (i, r) in sim.predictions.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} | {:.0} {}/s | {:.1}% | {:.2} | {:.2} | {:.0}% | {:.2} | {:.2} | {} + {} | {:.1}% | {:.1}% | {:.1}% |",
+            r.ranks,
+            r.step_s * 1e3,
+            r.throughput,
+            p.unit,
+            100.0 * r.efficiency,
+            r.gradient_comm_s * 1e3,
+            r.exposed_comm_s * 1e3,
+            100.0 * r.hidden_fraction(),
+            r.blocking_s * 1e3,
+            r.host_s * 1e3,
+            r.gradient_collectives,
+            r.blocking_collectives,
+            100.0 * sim.no_overlap[i].efficiency,
+            100.0 * sim.per_tensor[i].efficiency,
+            100.0 * sim.per_tensor_no_overlap[i].efficiency,
+        );
+    }
+    let largest = sim.predictions.iter().map(|r| r.ranks).max().unwrap_or(1);
+    let _ = writeln!(
+        md,
+        "\nStep time against the bucket size at {largest} ranks (overlapped):\n\n| bucket | step ms |\n|---|---|"
+    );
+    for (bytes, step) in &sim.bucket_sweep {
+        let _ = writeln!(md, "| {} | {:.2} |", size(*bytes), step * 1e3);
+    }
+    md += "\nModel: firemesh-simulate (α–β ring or one-shot all-reduce, hierarchical across nodes; \
+           buckets filled in backward order and summed on a stream beside compute; blocking sums on \
+           the critical path; the slowest rank sets the step; the step lasts at least the host's \
+           issue time). Predictions, not measurements.\n";
+    md
+}
+
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+pub fn print(sim: &Simulation) {
+    print!("{}", markdown(sim));
+}
+
+/// Writes the files; returns their paths.
+pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<String>> {
+    let io = |what: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", what.display()));
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let json = dir.join("simulate.json");
+    let text = serde_json::to_string_pretty(sim).map_err(|e| Error::Io(e.to_string()))?;
+    std::fs::write(&json, text).map_err(|e| io(&json, e))?;
+    let md = dir.join("simulate.md");
+    std::fs::write(&md, markdown(sim)).map_err(|e| io(&md, e))?;
+    let curve = |preds: &[Prediction]| -> Vec<(f64, f64)> {
+        preds
+            .iter()
+            .map(|r| ((r.ranks as f64).log2(), 100.0 * r.efficiency))
+            .collect()
+    };
+    let efficiency = dir.join("efficiency.png");
+    line_chart(
+        &efficiency,
+        "Predicted scaling efficiency",
+        "log2(ranks)",
+        "efficiency (%)",
+        &[
+            Series {
+                name: "buckets, overlapped",
+                points: curve(&sim.predictions),
+                color: BLUE,
+            },
+            Series {
+                name: "buckets, after the backward",
+                points: curve(&sim.no_overlap),
+                color: RGBColor(0, 128, 0),
+            },
+            Series {
+                name: "per tensor, overlapped",
+                points: curve(&sim.per_tensor),
+                color: RED,
+            },
+            Series {
+                name: "per tensor, after the backward",
+                points: curve(&sim.per_tensor_no_overlap),
+                color: RGBColor(128, 0, 128),
+            },
+        ],
+    )?;
+    let buckets = dir.join("buckets.png");
+    line_chart(
+        &buckets,
+        "Step time against the bucket size",
+        "log2(bucket MiB)",
+        "step (ms)",
+        &[Series {
+            name: "overlapped",
+            points: sim
+                .bucket_sweep
+                .iter()
+                .map(|(b, t)| ((*b as f64 / MIB).log2(), t * 1e3))
+                .collect(),
+            color: BLUE,
+        }],
+    )?;
+    Ok([json, md, efficiency, buckets]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect())
+}

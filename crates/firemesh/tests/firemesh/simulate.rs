@@ -1,0 +1,165 @@
+//! `firemesh simulate`: the default run predicts NVIDIA's published 8×A100 result, writes its
+//! report where it says, measures firemesh's own step, reads a profile, and refuses bad input
+//! in one line.
+
+use crate::common::{cli, scratch};
+use firemesh::simulate::measure_firemesh_step;
+use firemesh::train::ModelName;
+use serde_json::Value;
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn prediction(json: &Value, ranks: u64) -> &Value {
+    json["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["ranks"] == ranks)
+        .unwrap()
+}
+
+#[test]
+fn default_run_predicts_eight_a100s_and_writes_its_report() {
+    let dir = scratch("simulate-default");
+    let out = cli(&dir, &["simulate", "--out", "sim"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("| 8 |") && text.contains("2,470 images/s"),
+        "{text}"
+    );
+    for f in [
+        "simulate.json",
+        "simulate.md",
+        "efficiency.png",
+        "buckets.png",
+    ] {
+        let len = std::fs::metadata(dir.join("sim").join(f)).unwrap().len();
+        assert!(len > 100, "{f}: {len} bytes");
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sim/simulate.json")).unwrap())
+            .unwrap();
+    // NVIDIA: 16,621 images/s on 8 A100s (NVLink 3).
+    let eight = prediction(&json, 8);
+    let err = eight["throughput"].as_f64().unwrap() / 16_621.0 - 1.0;
+    assert!(err.abs() < 0.10, "{eight}");
+    assert_eq!(eight["gradient_collectives"], 4); // ceil(102.2 MB / 25 MiB)
+                                                  // Efficiency falls with the rank count (stragglers, then the network beyond a node).
+    let eff: Vec<f64> = json["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["efficiency"].as_f64().unwrap())
+        .collect();
+    assert!((eff[0] - 1.0).abs() < 1e-12);
+    assert!(eff.windows(2).all(|w| w[1] <= w[0] + 1e-12), "{eff:?}");
+    // The bucket sweep: 16 KiB buckets are slower than 25 MiB at 64 ranks.
+    let sweep = json["bucket_sweep"].as_array().unwrap();
+    let step = |bytes: u64| {
+        sweep.iter().find(|b| b[0] == bytes).unwrap()[1]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(step(16 << 10) > 2.0 * step(32 << 20), "{sweep:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_profile_file_is_simulated_as_given() {
+    let dir = scratch("simulate-profile");
+    // One layer: 10 ms of backward and 100 MB of gradient, 5 ms forward, 8 samples.
+    let profile = r#"{"model": "custom", "unit": "images", "samples_per_rank": 8,
+        "forward_s": 0.005, "optimizer_s": 0.0,
+        "layers": [{"name": "only", "backward_s": 0.01, "grad_bytes": [100000000]}]}"#;
+    std::fs::write(dir.join("p.json"), profile).unwrap();
+    // 2 ranks on a custom link of 100 GB/s, no α: one bucket of 100 MB after the layer,
+    // 1 ms of all-reduce, fully exposed: 16 ms per step.
+    let args = [
+        "simulate",
+        "--profile",
+        "p.json",
+        "--ranks",
+        "1,2",
+        "--link",
+        "pcie4",
+        "--alpha-us",
+        "0",
+        "--bandwidth-gbs",
+        "100",
+        "--bucket-mib",
+        "1024",
+        "--straggler-cv",
+        "0",
+        "--out",
+        "sim",
+    ];
+    let out = cli(&dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sim/simulate.json")).unwrap())
+            .unwrap();
+    let two = prediction(&json, 2);
+    assert!(
+        (two["step_s"].as_f64().unwrap() - 0.016).abs() < 1e-9,
+        "{two}"
+    );
+    assert!(
+        (two["exposed_comm_s"].as_f64().unwrap() - 0.001).abs() < 1e-9,
+        "{two}"
+    );
+    std::fs::write(dir.join("bad.json"), profile.replace("0.005", "-1")).unwrap();
+    let out = cli(&dir, &["simulate", "--profile", "bad.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("forward_s"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_simulate_input_is_one_line() {
+    let dir = scratch("simulate-bad");
+    for (args, says) in [
+        (&["simulate", "--link", "nvlink9"][..], "nvlink3"),
+        (&["simulate", "--model", "gpt2-small"][..], "--throughput"),
+        (&["simulate", "--ranks", "0,2"][..], "--ranks"),
+        (&["simulate", "--throughput=-3"][..], "--throughput"),
+        (&["simulate", "--bucket-mib", "0"][..], "--bucket-mib"),
+        (&["simulate", "--straggler-cv", "2"][..], "--straggler-cv"),
+        (
+            &["simulate", "--profile", "missing.json"][..],
+            "missing.json",
+        ),
+    ] {
+        let out = cli(&dir, args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    assert!(!dir.join("runs").exists(), "nothing written on bad input");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn firemesh_step_counts_its_ops_and_sums() {
+    // The tiny GPT: quick; LayerNorm works per token, so nothing in its step waits for the
+    // other ranks.
+    let step = measure_firemesh_step(ModelName::GptTiny, &[1, 2]).unwrap();
+    println!("gpt-tiny: {step:?}");
+    assert!(step.ops_per_step > 100, "{step:?}");
+    assert_eq!(step.blocking_sums, 0, "{step:?}");
+    let ranks: Vec<usize> = step.host_op_s_by_ranks.iter().map(|r| r.0).collect();
+    assert_eq!(ranks, [1, 2, 4, 8]);
+    assert!(step.host_op_s > 0.0 && step.host_op_s < 1e-3, "{step:?}");
+    // ResNet-18's step: more ops, and BatchNorm sums in forward and backward.
+    let resnet = measure_firemesh_step(ModelName::Resnet18, &[2]).unwrap();
+    assert!(resnet.ops_per_step > step.ops_per_step);
+    println!("resnet18: {resnet:?}");
+    assert!(resnet.blocking_sums >= 2 * 20, "{resnet:?}");
+}
