@@ -11,28 +11,6 @@ pub fn time_median(iters: usize, mut f: impl FnMut() -> f64) -> f64 {
     samples[samples.len() / 2]
 }
 
-/// Median host time of one small op (`x + b`, 8 elements) on `device`, over `samples` runs of
-/// `ops` ops, in seconds. A queueing backend's work drains outside the timing.
-pub fn per_op_seconds<B: burn::tensor::backend::Backend>(
-    device: &B::Device,
-    ops: usize,
-    samples: usize,
-) -> f64 {
-    let b = burn::tensor::Tensor::<B, 1>::ones([8], device);
-    let secs = time_median(samples, || {
-        let mut x = b.clone();
-        let start = Instant::now();
-        for _ in 0..ops {
-            x = x + b.clone();
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let _ = B::sync(device);
-        drop(x);
-        secs
-    });
-    secs / ops as f64
-}
-
 /// Seconds taken by `f`.
 pub fn seconds(f: impl FnOnce()) -> f64 {
     let start = Instant::now();

@@ -8,8 +8,9 @@ use burn::tensor::backend::Backend;
 use burn_flex::{Flex, FlexDevice};
 use burn_wgpu::Wgpu;
 use clap::Parser;
+use firemesh::simulate::per_op_seconds;
 use firemesh_backend::{Mesh, Sharded};
-use firemesh_benches::{per_op_seconds, write_results};
+use firemesh_benches::write_results;
 use serde::Serialize;
 
 #[derive(Parser)]

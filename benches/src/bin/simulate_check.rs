@@ -20,7 +20,8 @@ use firemesh::backend::{shard, shard_int, stats, Mesh, Sharded};
 use firemesh::collective::{ReduceOp, TensorCollectives};
 use firemesh::grads::reduce_gradients;
 use firemesh::mesh::DeviceMesh;
-use firemesh_benches::{median, per_op_seconds, write_results};
+use firemesh::simulate::per_op_seconds;
+use firemesh_benches::{median, write_results};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use firemesh_simulate::{
     predict, HostModel, Layer, Link, Scenario, Schedule, StepProfile, Topology,

@@ -85,20 +85,27 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
 /// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks.
 fn host_seconds_per_op(n: usize) -> Result<f64> {
     let mesh = Mesh::replicate(FlexDevice, n)?;
-    let b = Tensor::<Sharded<Flex>, 1>::ones([8], &mesh);
-    let ops = 2000;
-    let mut samples: Vec<f64> = (0..5)
+    Ok(per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 5))
+}
+
+/// Median host time of one small op (`x + b`, 8 elements) on `device`, over `samples` runs of
+/// `ops` ops, in seconds. A queueing backend's work drains outside the timing.
+pub fn per_op_seconds<B: Backend>(device: &B::Device, ops: usize, samples: usize) -> f64 {
+    let b = Tensor::<B, 1>::ones([8], device);
+    let mut times: Vec<f64> = (0..samples.max(1))
         .map(|_| {
             let mut x = b.clone();
             let start = Instant::now();
             for _ in 0..ops {
                 x = x + b.clone();
             }
-            start.elapsed().as_secs_f64() / ops as f64
+            let secs = start.elapsed().as_secs_f64();
+            let _ = B::sync(device);
+            secs / ops as f64
         })
         .collect();
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
 }
 
 /// Least squares of seconds against (ranks - 1): (intercept, slope), slope at least 0.

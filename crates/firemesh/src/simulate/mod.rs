@@ -4,7 +4,7 @@
 mod measure;
 mod report;
 
-pub use measure::{measure_firemesh_step, FiremeshStep};
+pub use measure::{measure_firemesh_step, per_op_seconds, FiremeshStep};
 
 use crate::train::ModelName;
 use crate::{Error, Result};
