@@ -233,7 +233,7 @@ fn setups() -> Vec<Setup> {
             epoch: sharded(2, false),
         },
         Setup {
-            name: "Sharded<Flex> N=2 (thread pool)",
+            name: "Sharded<Flex> N=2 (rank threads)",
             epoch: sharded(2, true),
         },
         Setup {

@@ -122,7 +122,7 @@ fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
     let mesh = Mesh::replicate(FlexDevice, ranks).expect("mesh");
     let name = format!(
         "Sharded<Flex> N={ranks}{}",
-        if parallel { " (thread pool)" } else { "" }
+        if parallel { " (rank threads)" } else { "" }
     );
     let setup = run::<Autodiff<Sharded<Ref>>>(name, mesh.clone(), split);
     Box::new(Mode {

@@ -76,6 +76,7 @@ impl<B: Backend> Backend for Sharded<B> {
     }
 
     fn sync(mesh: &Self::Device) -> Result<(), ExecutionError> {
+        mesh.wait_issued();
         unique(mesh).into_iter().try_for_each(B::sync)
     }
 

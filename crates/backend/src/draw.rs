@@ -6,7 +6,6 @@
 //! otherwise it is drawn whole. [`ShardedTensor::drawn`] is the one place a draw is taken.
 
 use crate::data::{replicated_from_first, share};
-use crate::exec::each_rank;
 use crate::kind::{FloatKind, IntKind, Kind};
 use crate::mesh::{mix, Mesh};
 use crate::placement::Placement;
@@ -146,11 +145,12 @@ impl<B: Backend> Draw<B, FloatKind> for RankStreams {
         dim: usize,
         sizes: &[usize],
     ) -> Vec<B::FloatTensorPrimitive> {
-        let args: Vec<_> = (0..mesh.len()).map(|r| (r, sizes[r])).collect();
-        each_rank(mesh, args, |(rank, size)| {
-            let mut shape = self.shape.clone();
-            shape[dim] = size;
-            self.seeded::<B>(rank_seed(self.stream, rank), shape, mesh.device(rank))
-        })
+        (0..mesh.len())
+            .map(|rank| {
+                let mut shape = self.shape.clone();
+                shape[dim] = sizes[rank];
+                self.seeded::<B>(rank_seed(self.stream, rank), shape, mesh.device(rank))
+            })
+            .collect()
     }
 }

@@ -21,6 +21,7 @@ mod exec;
 pub mod kind;
 mod mesh;
 mod ops;
+mod part;
 mod placement;
 mod redistribute;
 mod route;

@@ -3,6 +3,7 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
+use crate::exec::Lanes;
 use crate::route::MeshCollectives;
 use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
@@ -23,6 +24,8 @@ struct MeshInner<D> {
     index: u16,
     devices: Vec<D>,
     parallel: AtomicBool,
+    /// The threads of ranks 1.., started when first used.
+    lanes: OnceLock<Lanes>,
     /// `Arc<dyn MeshCollectives<B>>` per inner backend `B`, by type.
     collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
@@ -40,6 +43,7 @@ impl<D> MeshInner<D> {
             index,
             devices,
             parallel: AtomicBool::new(false),
+            lanes: OnceLock::new(),
             collectives: Default::default(),
             streams: Mutex::new((seed, 0)),
         }
@@ -175,16 +179,44 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
 }
 
 impl<D> Mesh<D> {
-    /// Whether the ranks' work runs on a thread pool, one task per rank, instead of in turn on
-    /// the calling thread. Worth it for backends that compute on the calling thread (Flex);
-    /// CubeCL backends queue work asynchronously and keep each thread's stream order, so they
-    /// should keep the default (off). The setting is shared by every handle to this mesh.
+    /// Whether every rank but the first has its own long-lived thread that runs the rank's share
+    /// of each op, in order, while the calling thread runs rank 0's and goes on (instead of all
+    /// ranks in turn on the calling thread). The calling thread waits for a rank's thread only
+    /// where it needs that rank's data: a sum or gather across ranks, a read back to the host,
+    /// [`Backend::sync`](burn_backend::Backend::sync). Worth it when ranks have work to run at
+    /// once: backends that compute on the calling thread (Flex), and CubeCL backends over several
+    /// GPUs, whose launches then are issued in parallel. The setting is shared by every handle to
+    /// this mesh.
     pub fn set_parallel(&self, parallel: bool) {
+        if !parallel {
+            if let Some(lanes) = self.inner.lanes.get() {
+                lanes.flush();
+            }
+        }
         self.inner.parallel.store(parallel, Ordering::Relaxed);
     }
 
     pub fn parallel(&self) -> bool {
         self.inner.parallel.load(Ordering::Relaxed)
+    }
+
+    /// The ranks' threads, when the mesh has more than one rank and runs them in parallel.
+    pub(crate) fn lanes(&self) -> Option<&Lanes> {
+        let ranks = self.inner.devices.len();
+        (self.parallel() && ranks > 1).then(|| {
+            self.inner
+                .lanes
+                .get_or_init(|| Lanes::start(ranks, self.inner.index))
+        })
+    }
+
+    /// Waits until every rank's thread has run the work queued so far (for a CubeCL backend:
+    /// issued it to the device; [`Backend::sync`](burn_backend::Backend::sync) also waits for
+    /// the devices). Returns at once when the ranks have no threads.
+    pub fn wait_issued(&self) {
+        if let Some(lanes) = self.inner.lanes.get() {
+            lanes.flush();
+        }
     }
 
     /// Restarts the mesh's per-rank random streams from `seed` (called by `Backend::seed`).

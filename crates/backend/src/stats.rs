@@ -34,6 +34,10 @@ pub struct Counts {
     /// Ops issued through `Sharded` (each runs once per rank): counted on the calling thread
     /// inside [`count`] only, so that counting costs the hot path one thread-local add.
     pub ops: u64,
+    /// Of those, the ops whose ranks 1.. ran on their own threads (`Mesh::set_parallel`): all
+    /// but the ops whose ranks' shares differ in shape (uneven blocks), which run in turn.
+    /// Counted as `ops` is.
+    pub on_rank_threads: u64,
 }
 
 impl Counts {
@@ -62,6 +66,7 @@ impl Counts {
             *self.routes.entry(*k).or_default() += v;
         }
         self.ops += other.ops;
+        self.on_rank_threads += other.on_rank_threads;
     }
 }
 
@@ -70,10 +75,15 @@ static GLOBAL: Mutex<Option<Counts>> = Mutex::new(None);
 thread_local! {
     static SCOPES: RefCell<Vec<Counts>> = const { RefCell::new(Vec::new()) };
     static OPS: Cell<u64> = const { Cell::new(0) };
+    static ON_RANK_THREADS: Cell<u64> = const { Cell::new(0) };
 }
 
 pub(crate) fn op() {
     OPS.with(|c| c.set(c.get() + 1));
+}
+
+pub(crate) fn on_rank_threads() {
+    ON_RANK_THREADS.with(|c| c.set(c.get() + 1));
 }
 
 fn record(f: impl Fn(&mut Counts)) {
@@ -120,9 +130,11 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     }
     let guard = Pop;
     let ops_before = OPS.with(Cell::get);
+    let threads_before = ON_RANK_THREADS.with(Cell::get);
     let out = f();
     let mut counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
     counts.ops = OPS.with(Cell::get) - ops_before;
+    counts.on_rank_threads = ON_RANK_THREADS.with(Cell::get) - threads_before;
     drop(guard);
     (out, counts)
 }

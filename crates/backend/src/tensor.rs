@@ -5,6 +5,7 @@
 use crate::draw::Pending;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
+use crate::part::Part;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
@@ -19,7 +20,7 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
 
 enum State<B: Backend, K: Kind<B>> {
     Ready {
-        parts: Vec<K::P>,
+        parts: Vec<Part<K::P>>,
         placement: Placement,
     },
     /// Not drawn yet, or drawn through a clone. Clones share the draw, so every use sees the
@@ -31,6 +32,19 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// Parts must be one per rank, in rank order, consistent with `placement` (the caller's duty;
     /// the public constructors in [`crate::api`] check it).
     pub(crate) fn new(parts: Vec<K::P>, placement: Placement, mesh: Mesh<B::Device>) -> Self {
+        Self::issued(
+            parts.into_iter().map(Part::Ready).collect(),
+            placement,
+            mesh,
+        )
+    }
+
+    /// As [`ShardedTensor::new`], with parts that rank threads may still be computing.
+    pub(crate) fn issued(
+        parts: Vec<Part<K::P>>,
+        placement: Placement,
+        mesh: Mesh<B::Device>,
+    ) -> Self {
         debug_assert_eq!(parts.len(), mesh.len(), "one part per rank");
         Self {
             state: State::Ready { parts, placement },
@@ -77,20 +91,31 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         &self.mesh
     }
 
-    /// The parts, one per rank. Only for drawn tensors: callers take pending draws first
+    /// The shape of every rank's part. Only for drawn tensors: callers take pending draws first
     /// ([`ShardedTensor::drawn`]).
-    pub(crate) fn parts(&self) -> &[K::P] {
+    fn part_shapes(&self) -> Vec<Shape> {
         match &self.state {
-            State::Ready { parts, .. } => parts,
+            State::Ready { parts, .. } => parts.iter().map(Part::shape).collect(),
             State::Pending(p) => p
                 .taken()
-                .map(|(parts, _)| &parts[..])
+                .map(|(parts, _)| parts.iter().map(TensorMetadata::shape).collect())
                 .expect("firemesh: internal error: a random draw was read before it was drawn"),
         }
     }
 
-    /// The parts, the placement and the mesh, taken apart (the tensor is drawn first).
+    /// The parts, the placement and the mesh, taken apart (the tensor is drawn first, and parts
+    /// that rank threads are computing are waited for).
     pub(crate) fn into_split(self) -> (Vec<K::P>, Placement, Mesh<B::Device>) {
+        let (parts, placement, mesh) = self.into_issued();
+        (
+            parts.into_iter().map(Part::into_value).collect(),
+            placement,
+            mesh,
+        )
+    }
+
+    /// As [`ShardedTensor::into_split`], without waiting for rank threads.
+    pub(crate) fn into_issued(self) -> (Vec<Part<K::P>>, Placement, Mesh<B::Device>) {
         let Self { state, mesh } = self.drawn(None);
         match state {
             State::Ready { parts, placement } => (parts, placement, mesh),
@@ -105,17 +130,23 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// The sizes of the blocks along the sharded dim (`None` unless `Shard`).
     pub fn shard_sizes(&self) -> Option<Vec<usize>> {
         match self.placement() {
-            Placement::Shard(d) => Some(self.parts().iter().map(|p| p.shape()[d]).collect()),
+            Placement::Shard(d) => Some(self.part_shapes().iter().map(|s| s[d]).collect()),
             _ => None,
         }
     }
 
-    /// The first rank's part, or `None` for a draw no op has taken yet.
+    /// The first rank's part, or `None` for a draw no op has taken yet. Rank 0's part is
+    /// always computed on the issuing thread, so it never waits.
     pub(crate) fn first_part(&self) -> Option<&K::P> {
         match &self.state {
-            State::Ready { parts, .. } => parts.first(),
+            State::Ready { parts, .. } => parts.first().and_then(Part::ready),
             State::Pending(p) => p.taken().and_then(|(parts, _)| parts.first()),
         }
+    }
+
+    fn first_ready(&self) -> &K::P {
+        self.first_part()
+            .expect("firemesh: internal error: rank 0's part is computed where it is issued")
     }
 }
 
@@ -149,7 +180,7 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
 impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     fn dtype(&self) -> DType {
         match &self.state {
-            State::Ready { parts, .. } => parts[0].dtype(),
+            State::Ready { .. } => self.first_ready().dtype(),
             State::Pending(p) => p.dtype(),
         }
     }
@@ -179,15 +210,15 @@ where
     K::P: QTensorPrimitive,
 {
     fn scheme(&self) -> &QuantScheme {
-        self.parts()[0].scheme()
+        self.first_ready().scheme()
     }
 
     fn acc_precision(&self) -> burn_std::quantization::QuantAcc {
-        self.parts()[0].acc_precision()
+        self.first_ready().acc_precision()
     }
 
     fn propagation(&self) -> burn_std::quantization::QuantPropagation {
-        self.parts()[0].propagation()
+        self.first_ready().propagation()
     }
 
     fn default_scheme() -> QuantScheme {

@@ -3,15 +3,19 @@
 //! 1. The operands' [`Meta`]s go to the op's rule, which returns a [`Plan`] (`crate::rules`).
 //! 2. A fallback is counted; each operand is redistributed as the plan wants (pending random
 //!    draws are drawn here, as blocks when the plan shards them).
-//! 3. The op runs once per rank on that rank's parts. A rank whose block of a sharded operand is
-//!    empty skips it (unless an operand is `Partial`): its result is an empty block, or zeros
-//!    for a `Partial` result.
+//! 3. The op runs once per rank on that rank's parts: in turn on the calling thread, or, on a
+//!    mesh whose ranks have their own threads (`Mesh::set_parallel`), rank 0 on the calling
+//!    thread and the others queued to their threads (`lanes`), without waiting for them. A rank
+//!    whose block of a sharded operand is empty skips it (unless an operand is `Partial`): its
+//!    result is an empty block, or zeros for a `Partial` result.
 //! 4. The per-rank results are assembled with the plan's output placement; for
 //!    [`Then::GatherAndMerge`] they are gathered and reduced once more.
 
+mod lanes;
 mod operands;
 mod outputs;
 
+pub(crate) use lanes::{Lanes, Later};
 pub(crate) use operands::{Operand, Operands};
 pub(crate) use outputs::Outputs;
 
@@ -20,6 +24,11 @@ use crate::placement::{block_ranges, Placement};
 use crate::rules::{reduce, Meta, Plan, Then, Want};
 use crate::stats;
 use burn_backend::Backend;
+use std::sync::Arc;
+
+/// The body of an op: what one rank runs on its share. It may run on the rank's thread.
+pub(crate) trait Body<L, O>: Fn(&Rank, L) -> O + Send + Sync + 'static {}
+impl<L, O, F: Fn(&Rank, L) -> O + Send + Sync + 'static> Body<L, O> for F {}
 
 /// What the op's body knows on one rank.
 pub(crate) struct Rank<'a> {
@@ -45,7 +54,7 @@ pub(crate) fn run<B, I, O>(
     op: &'static str,
     inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
-    body: impl Fn(&Rank, I::Local) -> O::Local + Sync,
+    body: impl Body<I::Local, O::Local>,
 ) -> O
 where
     B: Backend,
@@ -64,9 +73,9 @@ pub(crate) fn run_reduction<B, I, M, O>(
     op: &'static str,
     inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
-    direct: impl Fn(&Rank, I::Local) -> <O as Outputs<B>>::Local + Sync,
-    local: impl Fn(&Rank, I::Local) -> <M as Outputs<B>>::Local + Sync,
-    merge: impl Fn(&Rank, (<M as Operand<B>>::Local,)) -> <O as Outputs<B>>::Local + Sync,
+    direct: impl Body<I::Local, <O as Outputs<B>>::Local>,
+    local: impl Body<I::Local, <M as Outputs<B>>::Local>,
+    merge: impl Body<(<M as Operand<B>>::Local,), <O as Outputs<B>>::Local>,
 ) -> O
 where
     B: Backend,
@@ -90,15 +99,24 @@ pub(crate) fn run_twice<B, I, O>(
     op: &'static str,
     inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
-    local: impl Fn(&Rank, I::Local) -> <O as Outputs<B>>::Local + Sync,
-    merge: impl Fn(&Rank, (<O as Operand<B>>::Local,)) -> <O as Outputs<B>>::Local + Sync,
+    local: impl Body<I::Local, <O as Outputs<B>>::Local>,
+    merge: impl Body<(<O as Operand<B>>::Local,), <O as Outputs<B>>::Local>,
 ) -> O
 where
     B: Backend,
     I: Operands<B>,
     O: Outputs<B> + Operand<B>,
 {
-    run_reduction::<B, I, O, O>(op, inputs, rule, &local, &local, merge)
+    let local = Arc::new(local);
+    let direct = local.clone();
+    run_reduction::<B, I, O, O>(
+        op,
+        inputs,
+        rule,
+        move |r: &Rank, x| direct(r, x),
+        move |r: &Rank, x| local(r, x),
+        merge,
+    )
 }
 
 /// Operands redistributed as their plan wants, with what the op's body needs to know.
@@ -135,7 +153,7 @@ fn prepare<B: Backend, I: Operands<B>>(
 
 fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
     ready: Ready<B, I>,
-    body: impl Fn(&Rank, I::Local) -> O::Local + Sync,
+    body: impl Body<I::Local, O::Local>,
 ) -> O {
     let Ready {
         mesh,
@@ -143,26 +161,90 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
         metas,
         plan,
     } = ready;
+    if let Some(lanes) = mesh.lanes() {
+        if alike(&metas, plan.out) {
+            return on_lanes::<B, I, O>(lanes, &mesh, inputs, metas, plan.out, body);
+        }
+    }
     let ranks = mesh.len();
     let empty = empty_ranks(&metas, ranks);
-    let args: Vec<_> = inputs.split(ranks).into_iter().enumerate().collect();
-    let outs = each_rank(&mesh, args, |(index, local)| {
-        if empty[index] {
-            return None;
-        }
-        let rank = Rank {
-            index,
-            out: plan.out,
-            inputs: &metas,
-        };
-        Some(body(&rank, local))
-    });
+    let outs: Vec<Option<O::Local>> = inputs
+        .split(ranks)
+        .into_iter()
+        .enumerate()
+        .map(|(index, issued)| {
+            let local = I::resolve(issued);
+            if empty[index] {
+                return None;
+            }
+            let rank = Rank {
+                index,
+                out: plan.out,
+                inputs: &metas,
+            };
+            Some(body(&rank, local))
+        })
+        .collect();
     let outs = if empty.contains(&true) {
         fill_empty::<B, O>(outs, &mesh, plan.out)
     } else {
         outs.into_iter().flatten().collect()
     };
     O::assemble(outs, &mesh, plan.out)
+}
+
+/// Whether every rank's share has the shapes of rank 0's, so that their results will too and
+/// the other ranks can be left to their threads: the blocks of every sharded operand are equal,
+/// and a sharded result comes from a sharded operand.
+fn alike(metas: &[Meta], out: Placement) -> bool {
+    let even = |m: &Meta| {
+        m.blocks
+            .as_ref()
+            .is_none_or(|b| b.iter().all(|x| *x == b[0]))
+    };
+    metas.iter().all(even)
+        && (!matches!(out, Placement::Shard(_))
+            || metas
+                .iter()
+                .any(|m| matches!(m.placement, Placement::Shard(_))))
+}
+
+/// Queues ranks 1.. to their threads, then runs rank 0 here.
+fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
+    lanes: &Lanes,
+    mesh: &Mesh<B::Device>,
+    inputs: I,
+    metas: Vec<Meta>,
+    out: Placement,
+    body: impl Body<I::Local, O::Local>,
+) -> O {
+    stats::on_rank_threads();
+    let metas: Arc<[Meta]> = metas.into();
+    let body = Arc::new(body);
+    let mut shares = inputs.split(mesh.len()).into_iter();
+    let first = shares.next().expect("a mesh has a rank 0");
+    let rest = (1..)
+        .zip(shares)
+        .map(|(index, issued)| {
+            let (body, metas) = (body.clone(), metas.clone());
+            lanes.submit(index, move || {
+                let local = I::resolve(issued);
+                let rank = Rank {
+                    index,
+                    out,
+                    inputs: &metas,
+                };
+                body(&rank, local)
+            })
+        })
+        .collect();
+    let rank = Rank {
+        index: 0,
+        out,
+        inputs: &metas,
+    };
+    let first = body(&rank, I::resolve(first));
+    O::assemble_issued(first, rest, mesh, out)
 }
 
 /// The ranks whose block of some sharded operand is empty: they skip the op. Not when an
@@ -207,20 +289,4 @@ fn fill_empty<B: Backend, O: Outputs<B>>(
         .zip(blanks)
         .map(|(o, blank)| o.or(blank).expect("a blank for every rank that skipped"))
         .collect()
-}
-
-/// Calls `f` on every rank's arguments: in turn on the calling thread (the default, right for
-/// backends that queue work asynchronously), or on a thread pool when the mesh asks for it
-/// (backends that compute on the calling thread, like Flex).
-pub(crate) fn each_rank<D, A: Send, O: Send>(
-    mesh: &Mesh<D>,
-    args: Vec<A>,
-    f: impl Fn(A) -> O + Sync,
-) -> Vec<O> {
-    if mesh.parallel() && args.len() > 1 {
-        use rayon::prelude::*;
-        args.into_par_iter().map(&f).collect()
-    } else {
-        args.into_iter().map(f).collect()
-    }
 }

@@ -4,6 +4,7 @@
 
 use crate::kind::Kind;
 use crate::mesh::Mesh;
+use crate::part::Part;
 use crate::redistribute::apply_want;
 use crate::rules::{Meta, Want};
 use crate::tensor::ShardedTensor;
@@ -14,14 +15,18 @@ use std::slice::Iter;
 
 /// One operand.
 pub(crate) trait Operand<B: Backend>: Sized {
-    /// What one rank gets.
-    type Local: Send;
+    /// What one rank's share of the op gets.
+    type Local: Send + 'static;
+    /// One rank's share as split off: parts that the rank's thread may still be computing.
+    type Issued: Send + 'static;
     fn mesh(&self) -> Option<&Mesh<B::Device>>;
     /// Appends the metas of its tensors (none for an absent optional tensor or the mesh).
     fn metas(&self, out: &mut Vec<Meta>);
     /// Redistributes its tensors, taking one want per tensor.
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
-    fn split(self, ranks: usize) -> Vec<Self::Local>;
+    fn split(self, ranks: usize) -> Vec<Self::Issued>;
+    /// The share itself, waited for where a rank thread is computing it.
+    fn resolve(issued: Self::Issued) -> Self::Local;
 }
 
 fn next<'a>(wants: &mut Iter<'a, Want>) -> &'a Want {
@@ -30,6 +35,7 @@ fn next<'a>(wants: &mut Iter<'a, Want>) -> &'a Want {
 
 impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     type Local = K::P;
+    type Issued = Part<K::P>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.mesh)
     }
@@ -39,13 +45,17 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
         apply_want(self, next(wants))
     }
-    fn split(self, _ranks: usize) -> Vec<K::P> {
-        self.into_parts()
+    fn split(self, _ranks: usize) -> Vec<Part<K::P>> {
+        self.into_issued().0
+    }
+    fn resolve(issued: Part<K::P>) -> K::P {
+        issued.into_value()
     }
 }
 
 impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
     type Local = Option<T::Local>;
+    type Issued = Option<T::Issued>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.as_ref().and_then(T::mesh)
     }
@@ -57,16 +67,20 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
         self.map(|t| t.apply(wants))
     }
-    fn split(self, ranks: usize) -> Vec<Self::Local> {
+    fn split(self, ranks: usize) -> Vec<Self::Issued> {
         match self {
             Some(t) => t.split(ranks).into_iter().map(Some).collect(),
             None => (0..ranks).map(|_| None).collect(),
         }
     }
+    fn resolve(issued: Self::Issued) -> Self::Local {
+        issued.map(T::resolve)
+    }
 }
 
 impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
     type Local = Vec<T::Local>;
+    type Issued = Vec<T::Issued>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.iter().find_map(T::mesh)
     }
@@ -76,8 +90,8 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self {
         self.into_iter().map(|t| t.apply(wants)).collect()
     }
-    fn split(self, ranks: usize) -> Vec<Self::Local> {
-        let mut out: Vec<Vec<T::Local>> =
+    fn split(self, ranks: usize) -> Vec<Self::Issued> {
+        let mut out: Vec<Vec<T::Issued>> =
             (0..ranks).map(|_| Vec::with_capacity(self.len())).collect();
         for t in self {
             for (r, part) in t.split(ranks).into_iter().enumerate() {
@@ -86,11 +100,15 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
         }
         out
     }
+    fn resolve(issued: Self::Issued) -> Self::Local {
+        issued.into_iter().map(T::resolve).collect()
+    }
 }
 
 /// A pair of results fed to the next step of a reduction (values and their indices).
 impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
     type Local = (X::Local, Y::Local);
+    type Issued = (X::Issued, Y::Issued);
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.0.mesh().or(self.1.mesh())
     }
@@ -102,18 +120,22 @@ impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
         let x = self.0.apply(wants);
         (x, self.1.apply(wants))
     }
-    fn split(self, ranks: usize) -> Vec<Self::Local> {
+    fn split(self, ranks: usize) -> Vec<Self::Issued> {
         self.0
             .split(ranks)
             .into_iter()
             .zip(self.1.split(ranks))
             .collect()
     }
+    fn resolve((x, y): Self::Issued) -> Self::Local {
+        (X::resolve(x), Y::resolve(y))
+    }
 }
 
 /// The mesh of an op that creates a tensor: each rank gets its device.
 impl<B: Backend> Operand<B> for &Mesh<B::Device> {
     type Local = B::Device;
+    type Issued = B::Device;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(self)
     }
@@ -124,10 +146,14 @@ impl<B: Backend> Operand<B> for &Mesh<B::Device> {
     fn split(self, _ranks: usize) -> Vec<B::Device> {
         self.devices().to_vec()
     }
+    fn resolve(device: B::Device) -> B::Device {
+        device
+    }
 }
 
 impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
     type Local = TensorPrimitive<B>;
+    type Issued = IssuedPrimitive<B>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         match self {
             TensorPrimitive::Float(t) => Some(&t.mesh),
@@ -146,22 +172,35 @@ impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
             TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.apply(wants)),
         }
     }
-    fn split(self, ranks: usize) -> Vec<TensorPrimitive<B>> {
+    fn split(self, ranks: usize) -> Vec<IssuedPrimitive<B>> {
         match self {
             TensorPrimitive::Float(t) => Operand::<B>::split(t, ranks)
                 .into_iter()
-                .map(TensorPrimitive::Float)
+                .map(IssuedPrimitive::Float)
                 .collect(),
             TensorPrimitive::QFloat(t) => Operand::<B>::split(t, ranks)
                 .into_iter()
-                .map(TensorPrimitive::QFloat)
+                .map(IssuedPrimitive::QFloat)
                 .collect(),
+        }
+    }
+    fn resolve(issued: IssuedPrimitive<B>) -> TensorPrimitive<B> {
+        match issued {
+            IssuedPrimitive::Float(p) => TensorPrimitive::Float(p.into_value()),
+            IssuedPrimitive::QFloat(p) => TensorPrimitive::QFloat(p.into_value()),
         }
     }
 }
 
+/// A rank's share of a float-or-quantized operand.
+pub(crate) enum IssuedPrimitive<B: Backend> {
+    Float(Part<B::FloatTensorPrimitive>),
+    QFloat(Part<B::QuantizedTensorPrimitive>),
+}
+
 impl<B: Backend> Operand<B> for QuantizationParametersPrimitive<Sharded<B>> {
     type Local = QuantizationParametersPrimitive<B>;
+    type Issued = Part<B::FloatTensorPrimitive>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.scales.mesh)
     }
@@ -173,23 +212,26 @@ impl<B: Backend> Operand<B> for QuantizationParametersPrimitive<Sharded<B>> {
             scales: self.scales.apply(wants),
         }
     }
-    fn split(self, ranks: usize) -> Vec<Self::Local> {
-        let parts = Operand::<B>::split(self.scales, ranks);
-        parts
-            .into_iter()
-            .map(|scales| QuantizationParametersPrimitive { scales })
-            .collect()
+    fn split(self, ranks: usize) -> Vec<Self::Issued> {
+        Operand::<B>::split(self.scales, ranks)
+    }
+    fn resolve(scales: Self::Issued) -> Self::Local {
+        QuantizationParametersPrimitive {
+            scales: scales.into_value(),
+        }
     }
 }
 
 /// All operands of an op, as a tuple.
 pub(crate) trait Operands<B: Backend>: Sized {
-    type Local: Send;
+    type Local: Send + 'static;
+    type Issued: Send + 'static;
     /// The mesh every operand lives on; operands from two meshes are a usage error.
     fn mesh(&self, op: &str) -> Mesh<B::Device>;
     fn metas(&self) -> Vec<Meta>;
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
-    fn split(self, ranks: usize) -> Vec<Self::Local>;
+    fn split(self, ranks: usize) -> Vec<Self::Issued>;
+    fn resolve(issued: Self::Issued) -> Self::Local;
 }
 
 fn common_mesh<D: core::fmt::Debug>(meshes: &[Option<&Mesh<D>>], op: &str) -> Mesh<D> {
@@ -208,6 +250,7 @@ macro_rules! tuple_operands {
         #[allow(non_snake_case)]
         impl<B: Backend, $($t: Operand<B>),+> Operands<B> for ($($t,)+) {
             type Local = ($($t::Local,)+);
+            type Issued = ($($t::Issued,)+);
             fn mesh(&self, op: &str) -> Mesh<B::Device> {
                 let ($($t,)+) = self;
                 common_mesh(&[$($t.mesh()),+], op)
@@ -222,12 +265,16 @@ macro_rules! tuple_operands {
                 let ($($t,)+) = self;
                 ($($t.apply(wants),)+)
             }
-            fn split(self, ranks: usize) -> Vec<Self::Local> {
+            fn split(self, ranks: usize) -> Vec<Self::Issued> {
                 let ($($t,)+) = self;
                 $(let mut $t = $t.split(ranks).into_iter();)+
                 (0..ranks)
                     .map(|_| ($($t.next().expect("one part per rank"),)+))
                     .collect()
+            }
+            fn resolve(issued: Self::Issued) -> Self::Local {
+                let ($($t,)+) = issued;
+                ($($t::resolve($t),)+)
             }
         }
     };

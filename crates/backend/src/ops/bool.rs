@@ -23,7 +23,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_empty",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::bool_empty(shape.clone(), &d, dtype),
+            move |_, (d,)| B::bool_empty(shape.clone(), &d, dtype),
         )
     }
 
@@ -32,7 +32,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_zeros",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::bool_zeros(shape.clone(), &d, dtype),
+            move |_, (d,)| B::bool_zeros(shape.clone(), &d, dtype),
         )
     }
 
@@ -41,7 +41,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_ones",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::bool_ones(shape.clone(), &d, dtype),
+            move |_, (d,)| B::bool_ones(shape.clone(), &d, dtype),
         )
     }
 
@@ -65,20 +65,22 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
     }
 
     fn bool_reshape(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "bool_reshape",
             (tensor,),
             |m| layout::reshape(m, &shape),
-            |r, (t,)| B::bool_reshape(t, layout::local_shape(r, &shape)),
+            move |r, (t,)| B::bool_reshape(t, layout::local_shape(r, &kept_shape)),
         )
     }
 
     fn bool_slice(tensor: BoolTensor<Self>, slices: &[Slice]) -> BoolTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "bool_slice",
             (tensor,),
             |m| layout::slice(m, slices),
-            |r, (t,)| B::bool_slice(t, &layout::local_slices(slices, r.out)),
+            move |r, (t,)| B::bool_slice(t, &layout::local_slices(&kept_slices, r.out)),
         )
     }
 
@@ -87,21 +89,23 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
         slices: &[Slice],
         value: BoolTensor<Self>,
     ) -> BoolTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "bool_slice_assign",
             (tensor, value),
             |m| layout::slice_assign(m, slices),
-            |r, (t, v)| B::bool_slice_assign(t, &layout::local_slices(slices, r.out), v),
+            move |r, (t, v)| B::bool_slice_assign(t, &layout::local_slices(&kept_slices, r.out), v),
         )
     }
 
     fn bool_expand(tensor: BoolTensor<Self>, shape: Shape) -> BoolTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "bool_expand",
             (tensor,),
             |m| layout::expand(m, &shape),
-            |r, (t,)| {
-                let local = layout::local_expand(&shape, r.out, &t.shape());
+            move |r, (t,)| {
+                let local = layout::local_expand(&kept_shape, r.out, &t.shape());
                 B::bool_expand(t, local)
             },
         )
@@ -116,7 +120,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_gather",
             (tensor, indices),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i)| B::bool_gather(dim, t, i),
+            move |_, (t, i)| B::bool_gather(dim, t, i),
         )
     }
 
@@ -130,7 +134,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_scatter_or",
             (tensor, indices, value),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i, v)| B::bool_scatter_or(dim, t, i, v),
+            move |_, (t, i, v)| B::bool_scatter_or(dim, t, i, v),
         )
     }
 
@@ -143,7 +147,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_select",
             (tensor, indices),
             |m| indexing::select(m, dim),
-            |_, (t, i)| B::bool_select(t, dim, i),
+            move |_, (t, i)| B::bool_select(t, dim, i),
         )
     }
 
@@ -157,7 +161,7 @@ impl<B: Backend> BoolTensorOps<Self> for Sharded<B> {
             "bool_select_or",
             (tensor, indices, value),
             |m| indexing::select_add(m, dim, false),
-            |_, (t, i, v)| B::bool_select_or(t, dim, i, v),
+            move |_, (t, i, v)| B::bool_select_or(t, dim, i, v),
         )
     }
 

@@ -33,7 +33,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_zeros",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::float_zeros(shape.clone(), &d, dtype),
+            move |_, (d,)| B::float_zeros(shape.clone(), &d, dtype),
         )
     }
 
@@ -42,7 +42,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_ones",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::float_ones(shape.clone(), &d, dtype),
+            move |_, (d,)| B::float_ones(shape.clone(), &d, dtype),
         )
     }
 
@@ -56,7 +56,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_full",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::float_full(shape.clone(), fill_value, &d, dtype),
+            move |_, (d,)| B::float_full(shape.clone(), fill_value, &d, dtype),
         )
     }
 
@@ -65,7 +65,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_empty",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::float_empty(shape.clone(), &d, dtype),
+            move |_, (d,)| B::float_empty(shape.clone(), &d, dtype),
         )
     }
 
@@ -86,20 +86,22 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
     }
 
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "float_reshape",
             (tensor,),
             |m| layout::reshape(m, &shape),
-            |r, (t,)| B::float_reshape(t, layout::local_shape(r, &shape)),
+            move |r, (t,)| B::float_reshape(t, layout::local_shape(r, &kept_shape)),
         )
     }
 
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "float_slice",
             (tensor,),
             |m| layout::slice(m, slices),
-            |r, (t,)| B::float_slice(t, &layout::local_slices(slices, r.out)),
+            move |r, (t,)| B::float_slice(t, &layout::local_slices(&kept_slices, r.out)),
         )
     }
 
@@ -108,21 +110,25 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         slices: &[Slice],
         value: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "float_slice_assign",
             (tensor, value),
             |m| layout::slice_assign(m, slices),
-            |r, (t, v)| B::float_slice_assign(t, &layout::local_slices(slices, r.out), v),
+            move |r, (t, v)| {
+                B::float_slice_assign(t, &layout::local_slices(&kept_slices, r.out), v)
+            },
         )
     }
 
     fn float_expand(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "float_expand",
             (tensor,),
             |m| layout::expand(m, &shape),
-            |r, (t,)| {
-                let local = layout::local_expand(&shape, r.out, &t.shape());
+            move |r, (t,)| {
+                let local = layout::local_expand(&kept_shape, r.out, &t.shape());
                 B::float_expand(t, local)
             },
         )
@@ -137,7 +143,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_gather",
             (tensor, indices),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i)| B::float_gather(dim, t, i),
+            move |_, (t, i)| B::float_gather(dim, t, i),
         )
     }
 
@@ -151,7 +157,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_scatter_add",
             (tensor, indices, value),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i, v)| B::float_scatter_add(dim, t, i, v),
+            move |_, (t, i, v)| B::float_scatter_add(dim, t, i, v),
         )
     }
 
@@ -164,7 +170,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_select",
             (tensor, indices),
             |m| indexing::select(m, dim),
-            |_, (t, i)| B::float_select(t, dim, i),
+            move |_, (t, i)| B::float_select(t, dim, i),
         )
     }
 
@@ -178,13 +184,13 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_select_add",
             (tensor, indices, value),
             |m| indexing::select_add(m, dim, true),
-            |_, (t, i, v)| B::float_select_add(t, dim, i, v),
+            move |_, (t, i, v)| B::float_select_add(t, dim, i, v),
         )
     }
 
     fn float_mean(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         let count = tensor.shape().num_elements();
-        run("float_mean", (tensor,), reduce::sum, |r, (t,)| {
+        run("float_mean", (tensor,), reduce::sum, move |r, (t,)| {
             sharded_mean::<B>(r, t, count, |t| B::float_sum(t), |t| B::float_mean(t))
         })
     }
@@ -195,7 +201,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_mean_dim",
             (tensor,),
             |m| reduce::sum_dim(m, dim),
-            |r, (t,)| {
+            move |r, (t,)| {
                 sharded_mean::<B>(
                     r,
                     t,
@@ -212,8 +218,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_argmax",
             tensor,
             dim,
-            |t, d| B::float_argmax(t, d, out_dtype),
-            |t, d| B::float_max_dim(t, d),
+            move |t, d| B::float_argmax(t, d, out_dtype),
+            move |t, d| B::float_max_dim(t, d),
             |d, t, i| B::float_gather(d, t, i),
         )
     }
@@ -223,8 +229,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_argmin",
             tensor,
             dim,
-            |t, d| B::float_argmin(t, d, out_dtype),
-            |t, d| B::float_min_dim(t, d),
+            move |t, d| B::float_argmin(t, d, out_dtype),
+            move |t, d| B::float_min_dim(t, d),
             |d, t, i| B::float_gather(d, t, i),
         )
     }
@@ -238,8 +244,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_max_dim_with_indices",
             tensor,
             dim,
-            |t, d| B::float_max_dim_with_indices(t, d, indices_dtype),
-            |t, d| B::float_argmax(t, d, indices_dtype),
+            move |t, d| B::float_max_dim_with_indices(t, d, indices_dtype),
+            move |t, d| B::float_argmax(t, d, indices_dtype),
             |d, t, i| B::float_gather(d, t, i),
         )
     }
@@ -253,8 +259,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_min_dim_with_indices",
             tensor,
             dim,
-            |t, d| B::float_min_dim_with_indices(t, d, indices_dtype),
-            |t, d| B::float_argmin(t, d, indices_dtype),
+            move |t, d| B::float_min_dim_with_indices(t, d, indices_dtype),
+            move |t, d| B::float_argmin(t, d, indices_dtype),
             |d, t, i| B::float_gather(d, t, i),
         )
     }
@@ -264,8 +270,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_any",
             (tensor,),
             |m| reduce::twice(m, None),
-            |_, (t,)| B::float_any(t, out_dtype),
-            |_, (t,)| B::bool_any(t),
+            move |_, (t,)| B::float_any(t, out_dtype),
+            move |_, (t,)| B::bool_any(t),
         )
     }
 
@@ -278,8 +284,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_any_dim",
             (tensor,),
             |m| reduce::twice(m, Some(dim)),
-            |_, (t,)| B::float_any_dim(t, dim, out_dtype),
-            |_, (t,)| B::bool_any_dim(t, dim),
+            move |_, (t,)| B::float_any_dim(t, dim, out_dtype),
+            move |_, (t,)| B::bool_any_dim(t, dim),
         )
     }
 
@@ -288,8 +294,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_all",
             (tensor,),
             |m| reduce::twice(m, None),
-            |_, (t,)| B::float_all(t, out_dtype),
-            |_, (t,)| B::bool_all(t),
+            move |_, (t,)| B::float_all(t, out_dtype),
+            move |_, (t,)| B::bool_all(t),
         )
     }
 
@@ -302,8 +308,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
             "float_all_dim",
             (tensor,),
             |m| reduce::twice(m, Some(dim)),
-            |_, (t,)| B::float_all_dim(t, dim, out_dtype),
-            |_, (t,)| B::bool_all_dim(t, dim),
+            move |_, (t,)| B::float_all_dim(t, dim, out_dtype),
+            move |_, (t,)| B::bool_all_dim(t, dim),
         )
     }
 

@@ -33,7 +33,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_empty",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::int_empty(shape.clone(), &d, dtype),
+            move |_, (d,)| B::int_empty(shape.clone(), &d, dtype),
         )
     }
 
@@ -42,14 +42,17 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_zeros",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::int_zeros(shape.clone(), &d, dtype),
+            move |_, (d,)| B::int_zeros(shape.clone(), &d, dtype),
         )
     }
 
     fn int_ones(shape: Shape, device: &Device<Self>, dtype: IntDType) -> IntTensor<Self> {
-        run("int_ones", (device,), creation::on_every_rank, |_, (d,)| {
-            B::int_ones(shape.clone(), &d, dtype)
-        })
+        run(
+            "int_ones",
+            (device,),
+            creation::on_every_rank,
+            move |_, (d,)| B::int_ones(shape.clone(), &d, dtype),
+        )
     }
 
     fn int_full(
@@ -58,9 +61,12 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         device: &Device<Self>,
         dtype: IntDType,
     ) -> IntTensor<Self> {
-        run("int_full", (device,), creation::on_every_rank, |_, (d,)| {
-            B::int_full(shape.clone(), fill_value, &d, dtype)
-        })
+        run(
+            "int_full",
+            (device,),
+            creation::on_every_rank,
+            move |_, (d,)| B::int_full(shape.clone(), fill_value, &d, dtype),
+        )
     }
 
     fn int_arange_step(
@@ -73,7 +79,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_arange_step",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::int_arange_step(range.clone(), step, &d, dtype),
+            move |_, (d,)| B::int_arange_step(range.clone(), step, &d, dtype),
         )
     }
 
@@ -82,7 +88,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_arange",
             (device,),
             creation::on_every_rank,
-            |_, (d,)| B::int_arange(range.clone(), &d, dtype),
+            move |_, (d,)| B::int_arange(range.clone(), &d, dtype),
         )
     }
 
@@ -99,20 +105,22 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
     }
 
     fn int_reshape(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "int_reshape",
             (tensor,),
             |m| layout::reshape(m, &shape),
-            |r, (t,)| B::int_reshape(t, layout::local_shape(r, &shape)),
+            move |r, (t,)| B::int_reshape(t, layout::local_shape(r, &kept_shape)),
         )
     }
 
     fn int_slice(tensor: IntTensor<Self>, slices: &[Slice]) -> IntTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "int_slice",
             (tensor,),
             |m| layout::slice(m, slices),
-            |r, (t,)| B::int_slice(t, &layout::local_slices(slices, r.out)),
+            move |r, (t,)| B::int_slice(t, &layout::local_slices(&kept_slices, r.out)),
         )
     }
 
@@ -121,21 +129,23 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
         slices: &[Slice],
         value: IntTensor<Self>,
     ) -> IntTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "int_slice_assign",
             (tensor, value),
             |m| layout::slice_assign(m, slices),
-            |r, (t, v)| B::int_slice_assign(t, &layout::local_slices(slices, r.out), v),
+            move |r, (t, v)| B::int_slice_assign(t, &layout::local_slices(&kept_slices, r.out), v),
         )
     }
 
     fn int_expand(tensor: IntTensor<Self>, shape: Shape) -> IntTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "int_expand",
             (tensor,),
             |m| layout::expand(m, &shape),
-            |r, (t,)| {
-                let local = layout::local_expand(&shape, r.out, &t.shape());
+            move |r, (t,)| {
+                let local = layout::local_expand(&kept_shape, r.out, &t.shape());
                 B::int_expand(t, local)
             },
         )
@@ -150,7 +160,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_gather",
             (tensor, indices),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i)| B::int_gather(dim, t, i),
+            move |_, (t, i)| B::int_gather(dim, t, i),
         )
     }
 
@@ -164,7 +174,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_scatter_add",
             (tensor, indices, value),
             |m| indexing::gather_or_scatter(m, dim),
-            |_, (t, i, v)| B::int_scatter_add(dim, t, i, v),
+            move |_, (t, i, v)| B::int_scatter_add(dim, t, i, v),
         )
     }
 
@@ -177,7 +187,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_select",
             (tensor, indices),
             |m| indexing::select(m, dim),
-            |_, (t, i)| B::int_select(t, dim, i),
+            move |_, (t, i)| B::int_select(t, dim, i),
         )
     }
 
@@ -191,7 +201,7 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_select_add",
             (tensor, indices, value),
             |m| indexing::select_add(m, dim, true),
-            |_, (t, i, v)| B::int_select_add(t, dim, i, v),
+            move |_, (t, i, v)| B::int_select_add(t, dim, i, v),
         )
     }
 
@@ -200,8 +210,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_argmax",
             tensor,
             dim,
-            |t, d| B::int_argmax(t, d),
-            |t, d| B::int_max_dim(t, d),
+            move |t, d| B::int_argmax(t, d),
+            move |t, d| B::int_max_dim(t, d),
             |d, t, i| B::int_gather(d, t, i),
         )
     }
@@ -211,8 +221,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_argmin",
             tensor,
             dim,
-            |t, d| B::int_argmin(t, d),
-            |t, d| B::int_min_dim(t, d),
+            move |t, d| B::int_argmin(t, d),
+            move |t, d| B::int_min_dim(t, d),
             |d, t, i| B::int_gather(d, t, i),
         )
     }
@@ -225,8 +235,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_max_dim_with_indices",
             tensor,
             dim,
-            |t, d| B::int_max_dim_with_indices(t, d),
-            |t, d| B::int_argmax(t, d),
+            move |t, d| B::int_max_dim_with_indices(t, d),
+            move |t, d| B::int_argmax(t, d),
             |d, t, i| B::int_gather(d, t, i),
         )
     }
@@ -239,8 +249,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_min_dim_with_indices",
             tensor,
             dim,
-            |t, d| B::int_min_dim_with_indices(t, d),
-            |t, d| B::int_argmin(t, d),
+            move |t, d| B::int_min_dim_with_indices(t, d),
+            move |t, d| B::int_argmin(t, d),
             |d, t, i| B::int_gather(d, t, i),
         )
     }
@@ -250,8 +260,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_any",
             (tensor,),
             |m| reduce::twice(m, None),
-            |_, (t,)| B::int_any(t, out_dtype),
-            |_, (t,)| B::bool_any(t),
+            move |_, (t,)| B::int_any(t, out_dtype),
+            move |_, (t,)| B::bool_any(t),
         )
     }
 
@@ -260,8 +270,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_any_dim",
             (tensor,),
             |m| reduce::twice(m, Some(dim)),
-            |_, (t,)| B::int_any_dim(t, dim, out_dtype),
-            |_, (t,)| B::bool_any_dim(t, dim),
+            move |_, (t,)| B::int_any_dim(t, dim, out_dtype),
+            move |_, (t,)| B::bool_any_dim(t, dim),
         )
     }
 
@@ -270,8 +280,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_all",
             (tensor,),
             |m| reduce::twice(m, None),
-            |_, (t,)| B::int_all(t, out_dtype),
-            |_, (t,)| B::bool_all(t),
+            move |_, (t,)| B::int_all(t, out_dtype),
+            move |_, (t,)| B::bool_all(t),
         )
     }
 
@@ -280,8 +290,8 @@ impl<B: Backend> IntTensorOps<Self> for Sharded<B> {
             "int_all_dim",
             (tensor,),
             |m| reduce::twice(m, Some(dim)),
-            |_, (t,)| B::int_all_dim(t, dim, out_dtype),
-            |_, (t,)| B::bool_all_dim(t, dim),
+            move |_, (t,)| B::int_all_dim(t, dim, out_dtype),
+            move |_, (t,)| B::bool_all_dim(t, dim),
         )
     }
 

@@ -9,8 +9,11 @@
 macro_rules! by_rule {
     ($inner:ident, $rule:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {
-            $crate::exec::run(stringify!($name), ($($t,)+), $rule, |_, ($($t,)+)| {
-                $inner::$name($($t,)+ $($(::core::clone::Clone::clone(&$a)),+)?)
+            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
+            $crate::exec::run(stringify!($name), ($($t,)+), $rule, move |_, ($($t,)+)| {
+                #[allow(unused_variables)]
+                let ($($($a,)+)?) = &kept;
+                $inner::$name($($t,)+ $($($crate::ops::Lend::lend($a)),+)?)
             })
         }
     )*};
@@ -26,12 +29,93 @@ macro_rules! reduce_twice {
                 stringify!($name),
                 ($t,),
                 |m| $crate::rules::reduce::twice(m, $dims),
-                |_, ($t,)| $inner::$name($t $(, $($a),+)?),
-                |_, ($t,)| $inner::$name($t $(, $($a),+)?),
+                move |_, ($t,)| $inner::$name($t $(, $($a),+)?),
+                move |_, ($t,)| $inner::$name($t $(, $($a),+)?),
             )
         }
     )*};
 }
+
+/// An argument of an op that its body keeps: the body may run on a rank's thread after the op
+/// returned, so borrowed arguments are copied.
+pub(crate) trait Kept {
+    type Owned: Send + Sync + 'static;
+    fn keep(self) -> Self::Owned;
+}
+
+/// The argument a kept one gives the inner backend's method.
+pub(crate) trait Lend<'a, A> {
+    fn lend(&'a self) -> A;
+}
+
+impl<T: Clone> Lend<'_, T> for T {
+    fn lend(&self) -> T {
+        self.clone()
+    }
+}
+
+impl<'a> Lend<'a, &'a [usize]> for Vec<usize> {
+    fn lend(&'a self) -> &'a [usize] {
+        self
+    }
+}
+
+impl<'a> Lend<'a, &'a QuantScheme> for QuantScheme {
+    fn lend(&'a self) -> &'a QuantScheme {
+        self
+    }
+}
+
+impl Kept for &[usize] {
+    type Owned = Vec<usize>;
+    fn keep(self) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+
+impl Kept for &QuantScheme {
+    type Owned = QuantScheme;
+    fn keep(self) -> QuantScheme {
+        self.clone()
+    }
+}
+
+macro_rules! kept_as_is {
+    ($($T:ty),*) => {$(
+        impl Kept for $T {
+            type Owned = $T;
+            fn keep(self) -> $T {
+                self
+            }
+        }
+    )*};
+}
+
+kept_as_is!(
+    usize,
+    bool,
+    f64,
+    Scalar,
+    Option<usize>,
+    [usize; 2],
+    BoolDType,
+    IntDType,
+    FloatDType
+);
+kept_as_is!(
+    ConvOptions<1>,
+    ConvOptions<2>,
+    ConvOptions<3>,
+    ConvTransposeOptions<1>,
+    ConvTransposeOptions<2>,
+    ConvTransposeOptions<3>,
+    DeformConvOptions<2>,
+    AttentionModuleOptions,
+    GridSampleOptions,
+    InterpolateOptions,
+    UnfoldOptions,
+    IndexingUpdateOp
+);
 
 mod activation;
 mod bool;
@@ -45,7 +129,14 @@ use crate::exec::run_reduction;
 use crate::kind::{IntKind, Kind};
 use crate::rules::reduce;
 use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, Scalar};
+use burn_backend::ops::{
+    AttentionModuleOptions, ConvOptions, ConvTransposeOptions, DeformConvOptions,
+    GridSampleOptions, InterpolateOptions, UnfoldOptions,
+};
+use burn_backend::quantization::QuantScheme;
+use burn_backend::tensor::IndexingUpdateOp;
+use burn_backend::{Backend, BoolDType, FloatDType, IntDType, Scalar};
+use std::sync::Arc;
 
 /// max/min along `dim` with the indices of the extremes (`rules::reduce::twice`). Over the
 /// sharded dim, each rank's extremes and their global indices are gathered and the best ones
@@ -55,21 +146,23 @@ pub(crate) fn extreme_with_indices<B: Backend, K: Kind<B>>(
     op: &'static str,
     t: ShardedTensor<B, K>,
     dim: usize,
-    with_indices: impl Fn(K::P, usize) -> (K::P, B::IntTensorPrimitive) + Sync,
-    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive + Sync,
-    take: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Sync,
+    with_indices: impl Fn(K::P, usize) -> (K::P, B::IntTensorPrimitive) + Send + Sync + 'static,
+    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive + Send + Sync + 'static,
+    take: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Send + Sync + 'static,
 ) -> (ShardedTensor<B, K>, ShardedTensor<B, IntKind>) {
+    let direct = Arc::new(with_indices);
+    let block = direct.clone();
     run_reduction::<B, _, (ShardedTensor<B, K>, ShardedTensor<B, IntKind>), _>(
         op,
         (t,),
         |m| reduce::twice(m, Some(dim)),
-        |_, (t,)| with_indices(t, dim),
-        |r, (t,)| {
-            let (values, indices) = with_indices(t, dim);
+        move |_, (t,)| direct(t, dim),
+        move |r, (t,)| {
+            let (values, indices) = block(t, dim);
             let start = Scalar::from(r.block_start(0) as i64);
             (values, B::int_add_scalar(indices, start))
         },
-        |_, ((values, indices),)| {
+        move |_, ((values, indices),)| {
             let best = arg(values.clone(), dim);
             (
                 take(dim, values, best.clone()),
@@ -84,10 +177,12 @@ pub(crate) fn arg_extreme<B: Backend, K: Kind<B>>(
     op: &'static str,
     t: ShardedTensor<B, K>,
     dim: usize,
-    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive + Sync,
-    extreme: impl Fn(K::P, usize) -> K::P + Sync,
-    take: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Sync,
+    arg: impl Fn(K::P, usize) -> B::IntTensorPrimitive + Send + Sync + 'static,
+    extreme: impl Fn(K::P, usize) -> K::P + Send + Sync + 'static,
+    take: impl Fn(usize, K::P, B::IntTensorPrimitive) -> K::P + Send + Sync + 'static,
 ) -> ShardedTensor<B, IntKind> {
-    let with_indices = |t: K::P, d| (extreme(t.clone(), d), arg(t, d));
-    extreme_with_indices::<B, K>(op, t, dim, with_indices, &arg, take).1
+    let arg = Arc::new(arg);
+    let of_block = arg.clone();
+    let with_indices = move |t: K::P, d| (extreme(t.clone(), d), of_block(t, d));
+    extreme_with_indices::<B, K>(op, t, dim, with_indices, move |t, d| arg(t, d), take).1
 }

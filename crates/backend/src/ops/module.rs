@@ -22,7 +22,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
             "max_pool1d_with_indices_backward",
             (x, output_grad, indices),
             pool::per_sample_and_channel,
-            |_, (x, g, i)| {
+            move |_, (x, g, i)| {
                 B::max_pool1d_with_indices_backward(
                     x,
                     kernel_size,
@@ -51,7 +51,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
             "max_pool2d_with_indices_backward",
             (x, output_grad, indices),
             pool::per_sample_and_channel,
-            |_, (x, g, i)| {
+            move |_, (x, g, i)| {
                 B::max_pool2d_with_indices_backward(
                     x,
                     kernel_size,

@@ -39,39 +39,43 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
         scheme: &QuantScheme,
         qparams: QuantizationParametersPrimitive<Self>,
     ) -> QuantizedTensor<Self> {
+        let kept_scheme = scheme.clone();
         run(
             "quantize",
             (tensor, qparams),
             no_rule::replicated,
-            |_, (t, q)| B::quantize(t, scheme, q),
+            move |_, (t, q)| B::quantize(t, &kept_scheme, q),
         )
     }
 
     fn q_reshape(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "q_reshape",
             (tensor,),
             |m| layout::reshape(m, &shape),
-            |r, (t,)| B::q_reshape(t, layout::local_shape(r, &shape)),
+            move |r, (t,)| B::q_reshape(t, layout::local_shape(r, &kept_shape)),
         )
     }
 
     fn q_slice(tensor: QuantizedTensor<Self>, slices: &[Slice]) -> QuantizedTensor<Self> {
+        let kept_slices = slices.to_vec();
         run(
             "q_slice",
             (tensor,),
             |m| layout::slice(m, slices),
-            |r, (t,)| B::q_slice(t, &layout::local_slices(slices, r.out)),
+            move |r, (t,)| B::q_slice(t, &layout::local_slices(&kept_slices, r.out)),
         )
     }
 
     fn q_expand(tensor: QuantizedTensor<Self>, shape: Shape) -> QuantizedTensor<Self> {
+        let kept_shape = shape.clone();
         run(
             "q_expand",
             (tensor,),
             |m| layout::expand(m, &shape),
-            |r, (t,)| {
-                let local = layout::local_expand(&shape, r.out, &t.shape());
+            move |r, (t,)| {
+                let local = layout::local_expand(&kept_shape, r.out, &t.shape());
                 B::q_expand(t, local)
             },
         )
@@ -86,7 +90,7 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
             "q_select",
             (tensor, indices),
             |m| indexing::select(m, dim),
-            |_, (t, i)| B::q_select(t, dim, i),
+            move |_, (t, i)| B::q_select(t, dim, i),
         )
     }
 
@@ -99,7 +103,7 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
             "q_gather",
             (tensor, indices),
             no_rule::replicated,
-            |_, (t, i)| B::q_gather(dim, t, i),
+            move |_, (t, i)| B::q_gather(dim, t, i),
         )
     }
 

@@ -10,6 +10,7 @@ mod gradients;
 mod learner;
 mod ops;
 mod random;
+mod rank_threads;
 mod table;
 mod training;
 mod wgpu;

@@ -148,7 +148,9 @@ fn images(_step: usize) -> (TensorData, TensorData) {
     (x, TensorData::new(y, [10]))
 }
 
-fn cnn_run(ranks: usize, parallel: bool) {
+/// The CNN trained on one device and on `ranks` ranks (in turn, or on their own threads):
+/// both runs, and what the sharded run counted.
+fn cnn_runs(ranks: usize, parallel: bool) -> (Run, Run, stats::Counts) {
     let mesh = mesh(ranks);
     mesh.set_parallel(parallel);
     let (reference, model) = same_init(7, || Cnn::<RefAd>::new(&CPU), || Cnn::<SAd>::new(&mesh));
@@ -157,24 +159,53 @@ fn cnn_run(ranks: usize, parallel: bool) {
         m.loss(Tensor::from_data(x, &CPU), Tensor::from_data(y, &CPU))
     });
 
-    let sharded = train(model, 10, |m: &Cnn<SAd>, step| {
-        let (x, y) = images(step);
-        let x = shard(Tensor::from_data(x, &mesh), 0).expect("batch of 10 over the ranks");
-        let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("targets");
-        m.loss(x, y)
+    let (sharded, counts) = stats::count(|| {
+        train(model, 10, |m: &Cnn<SAd>, step| {
+            let (x, y) = images(step);
+            let x = shard(Tensor::from_data(x, &mesh), 0).expect("batch of 10 over the ranks");
+            let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("targets");
+            m.loss(x, y)
+        })
     });
-    assert_same_run(reference, sharded);
+    mesh.set_parallel(false);
+    (reference, sharded, counts)
 }
 
 #[test]
 fn cnn_with_batchnorm_matches_one_device() {
-    cnn_run(3, false);
+    let (reference, sharded, _) = cnn_runs(3, false);
+    assert_same_run(reference, sharded);
 }
 
-/// The same run with every rank's work on the thread pool.
+/// Uneven blocks (10 images over 4 ranks) on rank threads: the ops run in turn, and right.
 #[test]
-fn cnn_with_batchnorm_matches_one_device_on_parallel_ranks() {
-    cnn_run(4, true);
+fn cnn_with_batchnorm_matches_one_device_on_rank_threads_with_uneven_blocks() {
+    let (reference, sharded, counts) = cnn_runs(4, true);
+    assert_same_run(reference, sharded);
+    println!(
+        "{} of {} ops on rank threads",
+        counts.on_rank_threads, counts.ops
+    );
+}
+
+/// Even blocks (10 images over 5 ranks): ranks 1..4 run their shares on their own threads,
+/// and the run ends with the parameters of one device, and bit for bit those of the same run
+/// with the ranks in turn.
+#[test]
+fn cnn_on_rank_threads_matches_one_device_and_the_ranks_in_turn_bit_for_bit() {
+    let (reference, threaded, counts) = cnn_runs(5, true);
+    let (_, in_turn, _) = cnn_runs(5, false);
+    println!(
+        "{} of {} ops on rank threads",
+        counts.on_rank_threads, counts.ops
+    );
+    assert!(
+        counts.on_rank_threads * 10 >= counts.ops * 9,
+        "at least 90% of the ops leave ranks 1.. to their threads: {counts:?}"
+    );
+    assert_eq!(threaded.2, in_turn.2, "the same parameters, bit for bit");
+    assert_eq!(threaded.0, in_turn.0, "the same losses, bit for bit");
+    assert_same_run(reference, threaded);
 }
 
 fn tokens(step: usize) -> (TensorData, TensorData) {

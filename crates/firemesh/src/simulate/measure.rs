@@ -91,6 +91,17 @@ fn host_seconds_per_op(n: usize) -> Result<f64> {
 /// Median host time of one small op (`x + b`, 8 elements) on `device`, over `samples` runs of
 /// `ops` ops, in seconds. A queueing backend's work drains outside the timing.
 pub fn per_op_seconds<B: Backend>(device: &B::Device, ops: usize, samples: usize) -> f64 {
+    per_op_seconds_until::<B>(device, ops, samples, || ())
+}
+
+/// As [`per_op_seconds`], with `settle` inside the timing after the ops (for a mesh whose ranks
+/// have their own threads: `Mesh::wait_issued`, so that every rank's issue time counts).
+pub fn per_op_seconds_until<B: Backend>(
+    device: &B::Device,
+    ops: usize,
+    samples: usize,
+    settle: impl Fn(),
+) -> f64 {
     let b = Tensor::<B, 1>::ones([8], device);
     let mut times: Vec<f64> = (0..samples.max(1))
         .map(|_| {
@@ -99,6 +110,7 @@ pub fn per_op_seconds<B: Backend>(device: &B::Device, ops: usize, samples: usize
             for _ in 0..ops {
                 x = x + b.clone();
             }
+            settle();
             let secs = start.elapsed().as_secs_f64();
             let _ = B::sync(device);
             secs / ops as f64

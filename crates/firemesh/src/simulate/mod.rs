@@ -4,7 +4,7 @@
 mod measure;
 mod report;
 
-pub use measure::{measure_firemesh_step, per_op_seconds, FiremeshStep};
+pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, FiremeshStep};
 
 use crate::train::ModelName;
 use crate::{Error, Result};

@@ -1,0 +1,162 @@
+//! Per-rank threads ("lanes"). A mesh that runs its ranks concurrently gives every rank but the
+//! first one long-lived thread, which runs that rank's share of each op in the order the ops were
+//! issued. The issuing thread runs rank 0's share itself and goes on to the next op without
+//! waiting: the other ranks' results are [`Later`] values, read (and waited for) only where their
+//! data is needed — a sum or gather across ranks, a read back to the host. There is no fork-join
+//! per op: an op costs the issuing thread rank 0's work plus one queue push per other rank.
+//!
+//! Order is all the lanes need: rank r's operands were made by earlier jobs of the same lane, or
+//! were ready when the job was queued (results of sums and gathers, uploads).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The threads of ranks 1..N of one mesh.
+pub(crate) struct Lanes {
+    /// Entry r - 1 queues rank r's jobs.
+    queues: Vec<Sender<Job>>,
+}
+
+impl Lanes {
+    /// Starts one thread for each of the ranks 1..`ranks`.
+    pub(crate) fn start(ranks: usize, mesh: u16) -> Self {
+        let queues = (1..ranks)
+            .map(|rank| {
+                let (send, receive) = channel::<Job>();
+                std::thread::Builder::new()
+                    .name(format!("firemesh-mesh{mesh}-rank{rank}"))
+                    .spawn(move || {
+                        // Ends when the mesh's queues are dropped (never, for registered meshes).
+                        for job in receive {
+                            job();
+                        }
+                    })
+                    .expect("firemesh: cannot start a rank thread");
+                send
+            })
+            .collect();
+        Self { queues }
+    }
+
+    /// Queues `f` on rank `rank`'s thread (`rank` ≥ 1); its result is the returned [`Later`].
+    /// A panic in `f` is kept and raised again, naming the rank, where the result is read.
+    pub(crate) fn submit<T: Send + 'static>(
+        &self,
+        rank: usize,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Later<T> {
+        let slot = Arc::new(Slot::new(rank));
+        let filled = slot.clone();
+        let job: Job = Box::new(move || {
+            let result = catch_unwind(AssertUnwindSafe(f)).map_err(|p| panic_message(&*p));
+            filled.fill(result);
+        });
+        self.queues[rank - 1]
+            .send(job)
+            .expect("firemesh: a rank thread has stopped");
+        Later::from_slot(slot)
+    }
+
+    /// Waits until every lane has run all the jobs queued before this call.
+    pub(crate) fn flush(&self) {
+        let done: Vec<Later<()>> = (1..=self.queues.len())
+            .map(|rank| self.submit(rank, || ()))
+            .collect();
+        for d in done {
+            d.read(&mut |_| ());
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with no message".into()
+    }
+}
+
+/// Where a lane leaves one job's result.
+struct Slot<T> {
+    rank: usize,
+    value: Mutex<Option<Result<T, String>>>,
+    filled: Condvar,
+}
+
+impl<T> Slot<T> {
+    fn new(rank: usize) -> Self {
+        Self {
+            rank,
+            value: Mutex::new(None),
+            filled: Condvar::new(),
+        }
+    }
+
+    fn fill(&self, result: Result<T, String>) {
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        self.filled.notify_all();
+    }
+
+    /// Waits for the result and lends it to `f`.
+    fn with(&self, f: &mut dyn FnMut(&T)) {
+        let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
+        while value.is_none() {
+            value = self.filled.wait(value).unwrap_or_else(|p| p.into_inner());
+        }
+        match value.as_ref() {
+            Some(Ok(v)) => f(v),
+            Some(Err(message)) => panic!("firemesh: rank {}: {message}", self.rank),
+            None => unreachable!("the loop above waits for the value"),
+        }
+    }
+}
+
+/// A value a lane is computing (or a part of one): reading it waits for the lane to get there.
+pub(crate) struct Later<T: 'static> {
+    read: Arc<dyn Fn(&mut dyn FnMut(&T)) + Send + Sync>,
+}
+
+impl<T: Send + 'static> Later<T> {
+    fn from_slot(slot: Arc<Slot<T>>) -> Self {
+        Self {
+            read: Arc::new(move |f: &mut dyn FnMut(&T)| slot.with(f)),
+        }
+    }
+}
+
+impl<T: 'static> Later<T> {
+    /// The field `field` of the value, when it is there.
+    pub(crate) fn project<U: 'static>(&self, field: fn(&T) -> &U) -> Later<U> {
+        let read = self.read.clone();
+        Later {
+            read: Arc::new(move |f: &mut dyn FnMut(&U)| read(&mut |t: &T| f(field(t)))),
+        }
+    }
+
+    /// Waits for the value and lends it to `f`.
+    pub(crate) fn read(&self, f: &mut dyn FnMut(&T)) {
+        (self.read)(f)
+    }
+}
+
+impl<T: Clone + 'static> Later<T> {
+    /// Waits for the value and returns a copy of it.
+    pub(crate) fn get(&self) -> T {
+        let mut out = None;
+        (self.read)(&mut |v: &T| out = Some(v.clone()));
+        out.expect("a lane's value is lent once")
+    }
+}
+
+impl<T: 'static> Clone for Later<T> {
+    fn clone(&self) -> Self {
+        Self {
+            read: self.read.clone(),
+        }
+    }
+}

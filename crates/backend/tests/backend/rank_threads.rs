@@ -1,0 +1,68 @@
+//! Ranks on their own threads (`Mesh::set_parallel`): the calling thread runs rank 0 and goes
+//! on; ranks 1.. run their shares on their threads, waited for only where their data is read.
+
+use crate::common::{mesh, CPU, S};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+use firemesh_backend::{from_shards_int, shards, stats, Mesh};
+
+/// A mesh of 6 ranks that no other test uses, on rank threads.
+fn threaded() -> Mesh<crate::common::Dev> {
+    let m = mesh(6);
+    m.set_parallel(true);
+    m
+}
+
+/// Rank r's block of a [12] int tensor holds `f(r)` twice.
+fn blocks(m: &Mesh<crate::common::Dev>, f: impl Fn(i64) -> i64) -> Tensor<S, 1, Int> {
+    let parts = (0..6)
+        .map(|r| Tensor::<crate::common::Ref, 1, Int>::from_data([f(r), f(r)], &CPU))
+        .collect();
+    from_shards_int::<S, 1>(m, parts, 0).expect("six blocks of two")
+}
+
+#[test]
+fn a_chain_of_ops_is_issued_without_waiting_and_reads_right() {
+    let m = threaded();
+    let x = Tensor::<S, 2>::ones([12, 3], &m);
+    let x = firemesh_backend::shard(x, 0).expect("12 rows over 6 ranks");
+    let (y, counts) = stats::count(|| {
+        let mut y = x.clone();
+        for _ in 0..50 {
+            y = (y * 2.0 + 1.0) / 2.0; // y + 0.5, kept in range
+        }
+        y
+    });
+    assert_eq!(counts.on_rank_threads, counts.ops, "{counts:?}");
+    // Every rank's block, read back: 1 + 50 · 0.5.
+    for block in shards(y.clone()) {
+        let v: Vec<f32> = block.into_data().to_vec().expect("f32");
+        assert_eq!(v, vec![26.0; 6]);
+    }
+    assert_eq!(y.sum().into_scalar(), 26.0 * 36.0);
+    S::sync(&m).expect("sync waits for the rank threads");
+}
+
+/// Rank 3 divides by zero on its own thread: the op returns, and reading the result raises the
+/// rank's panic, naming it.
+#[test]
+fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
+    let m = threaded();
+    let x = blocks(&m, |r| r + 1);
+    let d = blocks(&m, |r| if r == 3 { 0 } else { 1 });
+    let q = x / d; // returns: rank 3's share fails on its thread
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.into_data()));
+    let message = read.expect_err("the read fails");
+    let message = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("rank 3"), "{message}");
+    assert!(message.contains("divide by zero"), "{message}");
+
+    // The rank's thread lives on: the next op on the mesh runs and reads right.
+    let x = blocks(&m, |r| r + 1);
+    let got = (x * 2).into_data().convert::<i64>();
+    let want: Vec<i64> = (0..6).flat_map(|r| [2 * (r + 1), 2 * (r + 1)]).collect();
+    assert_eq!(got, TensorData::new(want, [12]));
+}
