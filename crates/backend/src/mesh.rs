@@ -32,7 +32,7 @@ struct MeshInner<D> {
     streams: Mutex<(u64, u64)>,
 }
 
-impl<D> MeshInner<D> {
+impl<D: 'static> MeshInner<D> {
     fn new(index: u16, devices: Vec<D>) -> Self {
         // Unseeded meshes draw differently in every process, as Burn's backends do.
         let seed = std::hash::BuildHasher::hash_one(
@@ -42,12 +42,23 @@ impl<D> MeshInner<D> {
         Self {
             index,
             devices,
-            parallel: AtomicBool::new(false),
+            parallel: AtomicBool::new(rank_threads_by_default::<D>()),
             lanes: OnceLock::new(),
             collectives: Default::default(),
             streams: Mutex::new((seed, 0)),
         }
     }
+}
+
+/// Whether new meshes over devices `D` run their ranks on their own threads: yes, unless the
+/// environment says `FIREMESH_RANK_THREADS=0` (read once), or `D` is a CubeCL device, whose
+/// collective transports synchronize the calling thread's streams only (a wgpu training run
+/// with rank threads diverged).
+fn rank_threads_by_default<D: 'static>() -> bool {
+    static ALLOWED: OnceLock<bool> = OnceLock::new();
+    let allowed = *ALLOWED
+        .get_or_init(|| std::env::var("FIREMESH_RANK_THREADS").map_or(true, |v| v.trim() != "0"));
+    allowed && !firemesh_collective::transport::streams_per_thread::<D>()
 }
 
 /// Why a mesh could not be built.
@@ -179,14 +190,19 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
 }
 
 impl<D> Mesh<D> {
-    /// Whether every rank but the first has its own long-lived thread that runs the rank's share
-    /// of each op, in order, while the calling thread runs rank 0's and goes on (instead of all
-    /// ranks in turn on the calling thread). The calling thread waits for a rank's thread only
-    /// where it needs that rank's data: a sum or gather across ranks, a read back to the host,
-    /// [`Backend::sync`](burn_backend::Backend::sync). Worth it when ranks have work to run at
-    /// once: backends that compute on the calling thread (Flex), and CubeCL backends over several
-    /// GPUs, whose launches then are issued in parallel. The setting is shared by every handle to
-    /// this mesh.
+    /// Whether every rank but the first has its own long-lived thread that runs the rank's
+    /// share of each op, in order, while the calling thread runs rank 0's and goes on (instead
+    /// of all ranks in turn on the calling thread). The calling thread waits for a rank's thread
+    /// only where it needs that rank's data: a sum or gather across ranks, a read back to the
+    /// host, [`Backend::sync`](burn_backend::Backend::sync). On by default (the environment
+    /// variable `FIREMESH_RANK_THREADS=0` makes new meshes start with it off), so that ranks run
+    /// at once on backends that compute where they are called (Flex). Off by default on CubeCL
+    /// devices (wgpu, CUDA): they keep one stream per thread, and the collective transports
+    /// synchronize only the calling thread's
+    /// ([`firemesh_collective::transport::streams_per_thread`]); turn it on there only for
+    /// meshes summed on the portable path. Ranks in turn cost less for streams of tiny ops on a
+    /// machine with fewer cores than ranks (`op_host_time`). The setting is shared by every
+    /// handle to this mesh.
     pub fn set_parallel(&self, parallel: bool) {
         if !parallel {
             if let Some(lanes) = self.inner.lanes.get() {

@@ -31,13 +31,14 @@ fn values(t: Tensor<SAd, 2>) -> Vec<f32> {
 /// gradient of its sum with respect to the batch.
 fn dropout_run(ranks: usize, seed: u64, parallel: bool) -> (Tensor<SAd, 2>, Vec<f32>) {
     let m = mesh(ranks);
+    let default = m.parallel();
     m.set_parallel(parallel);
     SAd::seed(&m, seed);
     let x = ones_batch(ranks);
     let y = dropout().forward(x.clone());
     let grads = y.clone().sum().backward();
     let grad = x.grad(&grads).expect("x is tracked");
-    m.set_parallel(false);
+    m.set_parallel(default);
     (y, grad.into_data().convert::<f32>().to_vec().expect("f32"))
 }
 

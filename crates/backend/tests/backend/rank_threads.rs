@@ -66,3 +66,15 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
     let want: Vec<i64> = (0..6).flat_map(|r| [2 * (r + 1), 2 * (r + 1)]).collect();
     assert_eq!(got, TensorData::new(want, [12]));
 }
+
+/// Meshes of CPU devices run their ranks on rank threads unless the environment turns them
+/// off; meshes of CubeCL devices (one stream per thread) keep them off.
+#[test]
+fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
+    use firemesh_collective::transport::streams_per_thread;
+    let off = std::env::var("FIREMESH_RANK_THREADS").is_ok_and(|v| v.trim() == "0");
+    assert_eq!(mesh(7).parallel(), !off);
+    assert!(!streams_per_thread::<crate::common::Dev>());
+    assert!(streams_per_thread::<burn_wgpu::WgpuDevice>());
+    assert!(!Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh").parallel());
+}

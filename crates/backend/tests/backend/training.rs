@@ -152,6 +152,7 @@ fn images(_step: usize) -> (TensorData, TensorData) {
 /// both runs, and what the sharded run counted.
 fn cnn_runs(ranks: usize, parallel: bool) -> (Run, Run, stats::Counts) {
     let mesh = mesh(ranks);
+    let default = mesh.parallel();
     mesh.set_parallel(parallel);
     let (reference, model) = same_init(7, || Cnn::<RefAd>::new(&CPU), || Cnn::<SAd>::new(&mesh));
     let reference = train(reference, 10, |m: &Cnn<RefAd>, step| {
@@ -167,7 +168,7 @@ fn cnn_runs(ranks: usize, parallel: bool) -> (Run, Run, stats::Counts) {
             m.loss(x, y)
         })
     });
-    mesh.set_parallel(false);
+    mesh.set_parallel(default);
     (reference, sharded, counts)
 }
 

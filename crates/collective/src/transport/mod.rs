@@ -67,6 +67,16 @@ fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
 }
 
 /// A CubeCL runtime that collectives run on, with the transport it uses by default.
+/// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), which keeps one stream per
+/// issuing thread. The transports here synchronize the streams of the thread that calls the
+/// collective only, so the tensors they move must have been made on that thread: a mesh of
+/// such devices keeps its ranks' work on one thread (`firemesh_backend::Mesh::set_parallel`).
+pub fn streams_per_thread<D: 'static>() -> bool {
+    use std::any::TypeId;
+    let d = TypeId::of::<D>();
+    d == TypeId::of::<cubecl::wgpu::WgpuDevice>() || d == TypeId::of::<cubecl::cuda::CudaDevice>()
+}
+
 pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn default_transport() -> Arc<dyn Transport<Self>>;
     /// The config a [`crate::Group`] on this runtime starts from. No sub-chunks while the

@@ -31,11 +31,6 @@ impl ModelName {
         matches!(self, Self::GptTiny | Self::Gpt2Small)
     }
 
-    /// The small models of quick runs and tests.
-    pub fn is_tiny(self) -> bool {
-        matches!(self, Self::ResnetTiny | Self::GptTiny)
-    }
-
     /// The name as the command line spells it.
     pub fn as_str(self) -> &'static str {
         match self {

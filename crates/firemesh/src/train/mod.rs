@@ -95,12 +95,8 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
         ),
         DeviceMesh::Cpu { ranks, .. } => {
             let mesh = Mesh::replicate(burn_flex::FlexDevice, *ranks)?;
-            // Flex computes on the calling thread (its large kernels on its own threads). The
-            // ranks' ops run on the thread pool where they are large enough to pay for the
-            // fork-join (about 12 µs per op): ResNet-18 at 32×32, N = 2, 3.6 against 2.4
-            // images/s in turn; the tiny models' small ops go faster in turn (tiny ResNet,
-            // N = 4: 149 against 107 images/s).
-            mesh.set_parallel(!config.model.is_tiny());
+            // Flex computes where it is called: the ranks run at once on their own threads
+            // (the mesh's default; FIREMESH_RANK_THREADS=0 runs them in turn).
             run::train_on::<burn_flex::Flex>(mesh, job)
         }
     }
