@@ -36,6 +36,12 @@ pub(crate) enum To {
     FirstRank,
 }
 
+/// A sum or gather across the ranks, as a `tracing` span (target `firemesh::comm`, level
+/// debug): the communication of a per-rank timeline, from when every rank's part is there.
+fn comm_span(kind: &'static str, ranks: usize, elements: usize) -> tracing::span::EnteredSpan {
+    tracing::debug_span!(target: "firemesh::comm", "comm", kind, ranks, elements).entered()
+}
+
 /// Sum and gather of one flat float tensor per rank, each on its rank's device: what a mesh
 /// needs from a collective group ([`Mesh::use_collectives`]).
 pub trait MeshCollectives<B: Backend>: Send + Sync + 'static {
@@ -59,6 +65,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     mesh: &Mesh<B::Device>,
     to: To,
 ) -> Vec<K::P> {
+    let _span = comm_span("sum", mesh.len(), parts[0].shape().num_elements());
     match route::<B, K>(mesh).1 {
         Way::Moves => {
             let home = mesh.device(0);
@@ -85,6 +92,8 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     mesh: &Mesh<B::Device>,
     to: To,
 ) -> Vec<K::P> {
+    let elements = parts.iter().map(|p| p.shape().num_elements()).sum();
+    let _span = comm_span("gather", mesh.len(), elements);
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
         (_, Way::Moves) => {

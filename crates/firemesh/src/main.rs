@@ -27,6 +27,11 @@ enum Command {
     Train {
         #[command(flatten)]
         options: TrainOptions,
+        /// Write a per-rank timeline of the run (each rank's ops, the sums and gathers between
+        /// ranks) as a Chrome trace, for chrome://tracing or ui.perfetto.dev. Large: a few
+        /// steps are enough.
+        #[arg(long, value_name = "FILE.json")]
+        trace: Option<std::path::PathBuf>,
     },
     /// Predict step time and scaling efficiency on 1..64 ranks of a given link, from a
     /// measured one-device step.
@@ -52,13 +57,6 @@ enum Command {
 }
 
 fn main() {
-    // RUST_LOG=firemesh=debug (say) turns on tracing output.
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
@@ -74,8 +72,19 @@ fn main() {
         }
         Err(e) => e.exit(), // --help, --version
     };
+    let trace = match &cli.command {
+        Command::Train { trace, .. } => trace.as_deref(),
+        _ => None,
+    };
+    let flush = match init_tracing(trace) {
+        Ok(flush) => flush,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    };
     let result = match cli.command {
-        Command::Train { options } => train(options),
+        Command::Train { options, .. } => train(options),
         Command::Simulate { options } => firemesh::simulate::run(&options).map(|_| ()),
         Command::Demo {
             mesh,
@@ -84,10 +93,45 @@ fn main() {
             iters,
         } => demo(mesh, ranks, mib, iters.max(1)),
     };
+    drop(flush); // completes the trace file, also when the run failed
     if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
+}
+
+/// `RUST_LOG=firemesh=debug` (say) prints tracing output; `trace` writes the per-rank
+/// timeline (spans of targets `firemesh::rank` and `firemesh::comm`) as a Chrome trace, whose
+/// file is complete when the returned guard drops.
+fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome::FlushGuard>> {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let log = std::env::var_os("RUST_LOG").is_some().then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(EnvFilter::from_default_env())
+    });
+    let (chrome, flush) = match trace {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|e| {
+                Error::Invalid(format!("--trace {}: cannot create it: {e}", path.display()))
+            })?;
+            let (layer, flush) = tracing_chrome::ChromeLayerBuilder::new()
+                .writer(std::io::BufWriter::new(file))
+                .include_args(true)
+                .include_locations(false)
+                .build();
+            let timeline = Targets::new()
+                .with_target("firemesh::rank", LevelFilter::TRACE)
+                .with_target("firemesh::comm", LevelFilter::TRACE);
+            (Some(layer.with_filter(timeline)), Some(flush))
+        }
+        None => (None, None),
+    };
+    if log.is_some() || chrome.is_some() {
+        tracing_subscriber::registry().with(log).with(chrome).init();
+    }
+    Ok(flush)
 }
 
 fn train(options: TrainOptions) -> Result<()> {

@@ -121,6 +121,7 @@ where
 
 /// Operands redistributed as their plan wants, with what the op's body needs to know.
 struct Ready<B: Backend, I> {
+    op: &'static str,
     mesh: Mesh<B::Device>,
     inputs: I,
     metas: Vec<Meta>,
@@ -144,6 +145,7 @@ fn prepare<B: Backend, I: Operands<B>>(
     let inputs = inputs.apply(&mut plan.wants.iter());
     let metas = if moves { inputs.metas() } else { metas };
     Ready {
+        op,
         mesh,
         inputs,
         metas,
@@ -156,6 +158,7 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
     body: impl Body<I::Local, O::Local>,
 ) -> O {
     let Ready {
+        op,
         mesh,
         inputs,
         metas,
@@ -163,7 +166,7 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
     } = ready;
     if let Some(lanes) = mesh.lanes() {
         if alike(&metas, plan.out) {
-            return on_lanes::<B, I, O>(lanes, &mesh, inputs, metas, plan.out, body);
+            return on_lanes::<B, I, O>(op, lanes, &mesh, inputs, metas, plan.out, body);
         }
     }
     let ranks = mesh.len();
@@ -182,6 +185,7 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
                 out: plan.out,
                 inputs: &metas,
             };
+            let _span = rank_span(op, index);
             Some(body(&rank, local))
         })
         .collect();
@@ -211,6 +215,7 @@ fn alike(metas: &[Meta], out: Placement) -> bool {
 
 /// Queues ranks 1.. to their threads, then runs rank 0 here.
 fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
+    op: &'static str,
     lanes: &Lanes,
     mesh: &Mesh<B::Device>,
     inputs: I,
@@ -234,6 +239,7 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
                     out,
                     inputs: &metas,
                 };
+                let _span = rank_span(op, index);
                 body(&rank, local)
             })
         })
@@ -243,8 +249,18 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
         out,
         inputs: &metas,
     };
-    let first = body(&rank, I::resolve(first));
+    let first = {
+        let local = I::resolve(first);
+        let _span = rank_span(op, 0);
+        body(&rank, local)
+    };
     O::assemble_issued(first, rest, mesh, out)
+}
+
+/// One rank's share of an op, as a `tracing` span (target `firemesh::rank`, level trace): the
+/// compute lanes of a per-rank timeline (`firemesh train --trace`).
+fn rank_span(op: &'static str, rank: usize) -> tracing::span::EnteredSpan {
+    tracing::trace_span!(target: "firemesh::rank", "op", op, rank).entered()
 }
 
 /// The ranks whose block of some sharded operand is empty: they skip the op. Not when an

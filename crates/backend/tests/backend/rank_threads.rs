@@ -76,5 +76,7 @@ fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
     assert_eq!(mesh(7).parallel(), !off);
     assert!(!streams_per_thread::<crate::common::Dev>());
     assert!(streams_per_thread::<burn_wgpu::WgpuDevice>());
-    assert!(!Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh").parallel());
+    assert!(!Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2)
+        .expect("mesh")
+        .parallel());
 }

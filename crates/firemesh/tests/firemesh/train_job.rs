@@ -273,3 +273,74 @@ fn a_terminal_gets_a_progress_bar_and_a_pipe_gets_plain_lines() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--trace FILE`: a Chrome trace with one track per rank (rank 0 on the main thread, rank 1 on
+/// its own thread) holding each rank's ops, and the sums between the ranks.
+#[test]
+fn a_trace_shows_each_rank_and_the_sums_between_them() {
+    let dir = scratch("trace");
+    let trace = dir.join("trace.json");
+    let out = cli(
+        &dir,
+        &[
+            "train",
+            "--mesh",
+            "cpu",
+            "--ranks",
+            "2",
+            "--batch",
+            "8",
+            "--samples",
+            "32",
+            "--image-size",
+            "8",
+            "--steps",
+            "2",
+            "--run-dir",
+            "run",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("a JSON array of events");
+    let thread_of = |name: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["ph"] == "M"
+                    && e["args"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with(name))
+            })
+            .map(|e| e["tid"].clone())
+    };
+    let rank1_thread = thread_of("-rank1").expect("rank 1's thread is named");
+    let ops_of = |rank: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["name"] == "op" && e["ph"] == "B" && e["args"]["rank"] == rank)
+            .collect()
+    };
+    let (rank0, rank1) = (ops_of("0"), ops_of("1"));
+    assert!(rank0.len() > 100, "{} ops of rank 0", rank0.len());
+    // The ops ran on both ranks (the batch splits evenly: every one on rank 1's thread).
+    assert_eq!(rank0.len(), rank1.len());
+    assert!(rank1.iter().all(|e| e["tid"] == rank1_thread));
+    assert!(rank0.iter().all(|e| e["tid"] != rank1_thread));
+    assert!(rank1.iter().any(|e| e["args"]["op"] == "\"conv2d\""));
+    let sums = events
+        .iter()
+        .filter(|e| e["name"] == "comm" && e["ph"] == "B" && e["args"]["kind"] == "\"sum\"")
+        .count();
+    assert!(
+        sums > 0,
+        "the BatchNorm statistics and gradients are summed"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
