@@ -34,7 +34,7 @@ impl<T: TensorMetadata + 'static> Part<T> {
         match self {
             Part::Ready(p) => p,
             Part::Issued { value, shape } => {
-                let p = value.get();
+                let p = value.take();
                 debug_assert_eq!(
                     p.shape(),
                     shape,

@@ -102,6 +102,16 @@ impl<T> Slot<T> {
         self.filled.notify_all();
     }
 
+    /// The result of a filled slot.
+    fn into_value(self) -> T {
+        let rank = self.rank;
+        match self.value.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Ok(v)) => v,
+            Some(Err(message)) => panic!("firemesh: rank {rank}: {message}"),
+            None => unreachable!("only filled slots are taken"),
+        }
+    }
+
     /// Waits for the result and lends it to `f`.
     fn with(&self, f: &mut dyn FnMut(&T)) {
         let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
@@ -116,47 +126,76 @@ impl<T> Slot<T> {
     }
 }
 
-/// A value a lane is computing (or a part of one): reading it waits for the lane to get there.
+/// A value a lane is computing (or a field of one): reading it waits for the lane to get there.
 pub(crate) struct Later<T: 'static> {
-    read: Arc<dyn Fn(&mut dyn FnMut(&T)) + Send + Sync>,
+    source: Source<T>,
+}
+
+enum Source<T: 'static> {
+    /// A job's whole result.
+    Job(Arc<Slot<T>>),
+    /// A field of another job's result.
+    Field(Arc<dyn Fn(&mut dyn FnMut(&T)) + Send + Sync>),
 }
 
 impl<T: Send + 'static> Later<T> {
     fn from_slot(slot: Arc<Slot<T>>) -> Self {
         Self {
-            read: Arc::new(move |f: &mut dyn FnMut(&T)| slot.with(f)),
+            source: Source::Job(slot),
         }
     }
 }
 
-impl<T: 'static> Later<T> {
+impl<T: Send + 'static> Later<T> {
     /// The field `field` of the value, when it is there.
     pub(crate) fn project<U: 'static>(&self, field: fn(&T) -> &U) -> Later<U> {
-        let read = self.read.clone();
+        let whole = self.clone();
         Later {
-            read: Arc::new(move |f: &mut dyn FnMut(&U)| read(&mut |t: &T| f(field(t)))),
+            source: Source::Field(Arc::new(move |f: &mut dyn FnMut(&U)| {
+                whole.read(&mut |t: &T| f(field(t)))
+            })),
         }
     }
 
     /// Waits for the value and lends it to `f`.
     pub(crate) fn read(&self, f: &mut dyn FnMut(&T)) {
-        (self.read)(f)
+        match &self.source {
+            Source::Job(slot) => slot.with(f),
+            Source::Field(read) => read(f),
+        }
     }
 }
 
-impl<T: Clone + 'static> Later<T> {
+impl<T: Clone + Send + 'static> Later<T> {
     /// Waits for the value and returns a copy of it.
     pub(crate) fn get(&self) -> T {
         let mut out = None;
-        (self.read)(&mut |v: &T| out = Some(v.clone()));
+        self.read(&mut |v: &T| out = Some(v.clone()));
         out.expect("a lane's value is lent once")
+    }
+
+    /// Waits for the value and returns it: moved out when nothing else refers to it (so that
+    /// the inner backend may reuse its buffer in place), a copy otherwise.
+    pub(crate) fn take(self) -> T {
+        match self.source {
+            Source::Job(slot) => {
+                slot.with(&mut |_| ());
+                match Arc::try_unwrap(slot) {
+                    Ok(slot) => slot.into_value(),
+                    Err(shared) => Later::from_slot(shared).get(),
+                }
+            }
+            Source::Field(_) => self.get(),
+        }
     }
 }
 
 impl<T: 'static> Clone for Later<T> {
     fn clone(&self) -> Self {
-        Self {
-            read: self.read.clone(),
-        }
+        let source = match &self.source {
+            Source::Job(slot) => Source::Job(slot.clone()),
+            Source::Field(read) => Source::Field(read.clone()),
+        };
+        Self { source }
     }
 }
