@@ -205,9 +205,7 @@ impl<D> Mesh<D> {
     /// handle to this mesh.
     pub fn set_parallel(&self, parallel: bool) {
         if !parallel {
-            if let Some(lanes) = self.inner.lanes.get() {
-                lanes.flush();
-            }
+            self.wait_issued();
         }
         self.inner.parallel.store(parallel, Ordering::Relaxed);
     }
