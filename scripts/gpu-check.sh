@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CUDA checks of the collective layer and of Sharded<Cuda> training, in two halves:
+# CUDA checks of the collective layer, of Sharded<Cuda> training and of its throughput (firemesh
+# bench), in two halves:
 #   scripts/gpu-check.sh build   on a CPU-only build machine: release binaries -> target/gpu-check/
 #   scripts/gpu-check.sh run     on the GPU machine (no internet, no cargo needed): runs them,
 #                                across the GPUs present (with one GPU, N logical ranks on it)
@@ -115,6 +116,11 @@ run)
     # Bandwidth table (CUDA rows, with burn-collective on NdArray beside it; the table is
     # rewritten after each rank count, so a time limit still leaves the rows measured).
     step "allreduce benchmark" timeout 140 "$OUT/allreduce" --no-wgpu --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
+    # Zoo throughput through Sharded<Cuda> against plain Burn CUDA and burn-train's MultiDevice:
+    # ResNet-50 at batch 256 on one rank (the overhead), then N logical ranks of 64 images or
+    # 8 GPT-2 sequences each (weak scaling; with one GPU they share it).
+    step "bench: ResNet-50 batch 256, one rank" timeout 90 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps 3 --out benches/results/cuda/bench-batch256
+    step "bench: zoo on N ranks" timeout 150 "$OUT/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps 3 --out benches/results/cuda/bench
     if [ ${#failed[@]} -ne 0 ]; then
         echo "gpu-check: FAILED: ${failed[*]}" >&2
         exit 1

@@ -92,7 +92,9 @@ fn sum_run<B: Backend>(
                 cat::<B>(of_rank.collect())
             })
             .collect();
-        stats::redistribution(Redistribution::PartialToReplicated);
+        stats::preparing("buckets", || {
+            stats::redistribution(Redistribution::PartialToReplicated)
+        });
         let sums = route::sum::<B, FloatKind>(buffers, &mesh, To::EveryRank);
         let total: usize = spans.iter().map(|s| s.len).sum();
         let mut offset = 0;

@@ -65,7 +65,10 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     mesh: &Mesh<B::Device>,
     to: To,
 ) -> Vec<K::P> {
-    let _span = comm_span("sum", mesh.len(), parts[0].shape().num_elements());
+    let elements = parts[0].shape().num_elements();
+    let _span = comm_span("sum", mesh.len(), elements);
+    stats::summed(elements);
+    let _clock = stats::comm_clock::<B>(mesh);
     match route::<B, K>(mesh).1 {
         Way::Moves => {
             let home = mesh.device(0);
@@ -94,6 +97,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
 ) -> Vec<K::P> {
     let elements = parts.iter().map(|p| p.shape().num_elements()).sum();
     let _span = comm_span("gather", mesh.len(), elements);
+    let _clock = stats::comm_clock::<B>(mesh);
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
         (_, Way::Moves) => {

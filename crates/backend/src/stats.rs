@@ -6,7 +6,9 @@
 pub use crate::route::Route;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// A change of placement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -29,6 +31,9 @@ pub struct Counts {
     pub fallbacks: BTreeMap<&'static str, u64>,
     /// Placement changes.
     pub redistributions: BTreeMap<Redistribution, u64>,
+    /// The same, by the op whose operands they prepared (`"buckets"` for gradient buckets,
+    /// `"api"` for the placement API).
+    pub redistributions_by_op: BTreeMap<(&'static str, Redistribution), u64>,
     /// Sums and gathers of parts across ranks, by the route they took.
     pub routes: BTreeMap<Route, u64>,
     /// Ops issued through `Sharded` (each runs once per rank): counted on the calling thread
@@ -38,6 +43,13 @@ pub struct Counts {
     /// but the ops whose ranks' shares differ in shape (uneven blocks), which run in turn.
     /// Counted as `ops` is.
     pub on_rank_threads: u64,
+    /// Wall time the calling thread spent inside sums and gathers across ranks, in
+    /// nanoseconds, from when every rank's part was there. Counted as `ops` is. It includes
+    /// work still queued on the devices unless [`settle_before_comm`] is on.
+    pub comm_nanos: u64,
+    /// Elements each rank contributed to sums across ranks (gradient buckets included).
+    /// Counted as `ops` is.
+    pub summed_elements: u64,
 }
 
 impl Counts {
@@ -62,11 +74,16 @@ impl Counts {
         for (k, v) in &other.redistributions {
             *self.redistributions.entry(*k).or_default() += v;
         }
+        for (k, v) in &other.redistributions_by_op {
+            *self.redistributions_by_op.entry(*k).or_default() += v;
+        }
         for (k, v) in &other.routes {
             *self.routes.entry(*k).or_default() += v;
         }
         self.ops += other.ops;
         self.on_rank_threads += other.on_rank_threads;
+        self.comm_nanos += other.comm_nanos;
+        self.summed_elements += other.summed_elements;
     }
 }
 
@@ -76,6 +93,56 @@ thread_local! {
     static SCOPES: RefCell<Vec<Counts>> = const { RefCell::new(Vec::new()) };
     static OPS: Cell<u64> = const { Cell::new(0) };
     static ON_RANK_THREADS: Cell<u64> = const { Cell::new(0) };
+    static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
+    static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
+    /// The op whose operands are being redistributed on this thread, if any.
+    static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// Runs `f`, the redistribution of `op`'s operands: what it redistributes is counted for `op`.
+pub(crate) fn preparing<T>(op: &'static str, f: impl FnOnce() -> T) -> T {
+    let outer = PREPARING.with(|p| p.replace(Some(op)));
+    let out = f();
+    PREPARING.with(|p| p.set(outer));
+    out
+}
+
+static SETTLE_BEFORE_COMM: AtomicBool = AtomicBool::new(false);
+
+/// With `on`, every sum or gather across ranks first waits for the work queued on each rank
+/// (its rank thread's, and its device's when the ranks have several), so that
+/// [`Counts::comm_nanos`] holds communication only, not compute still running beside it (for
+/// benchmarks: it costs any overlap of that work with the communication).
+pub fn settle_before_comm(on: bool) {
+    SETTLE_BEFORE_COMM.store(on, Ordering::Relaxed);
+}
+
+/// Counts a sum of `elements` per rank.
+pub(crate) fn summed(elements: usize) {
+    SUMMED_ELEMENTS.with(|c| c.set(c.get() + elements as u64));
+}
+
+/// Times one sum or gather on the calling thread, until it drops.
+pub(crate) struct CommClock(Instant);
+
+pub(crate) fn comm_clock<B: burn_backend::Backend>(mesh: &crate::Mesh<B::Device>) -> CommClock {
+    if SETTLE_BEFORE_COMM.load(Ordering::Relaxed) {
+        mesh.wait_issued();
+        if !mesh.single_device() {
+            for d in mesh.devices() {
+                // A device that cannot sync fails again, with its error, in the collective.
+                let _ = B::sync(d);
+            }
+        }
+    }
+    CommClock(Instant::now())
+}
+
+impl Drop for CommClock {
+    fn drop(&mut self) {
+        let nanos = self.0.elapsed().as_nanos() as u64;
+        COMM_NANOS.with(|c| c.set(c.get() + nanos));
+    }
 }
 
 pub(crate) fn op() {
@@ -100,8 +167,12 @@ pub(crate) fn fallback(op: &'static str) {
 }
 
 pub(crate) fn redistribution(kind: Redistribution) {
-    tracing::trace!(target: "firemesh::redistribute", ?kind);
-    record(|c| *c.redistributions.entry(kind).or_default() += 1);
+    let op = PREPARING.with(Cell::get).unwrap_or("api");
+    tracing::trace!(target: "firemesh::redistribute", ?kind, op);
+    record(|c| {
+        *c.redistributions.entry(kind).or_default() += 1;
+        *c.redistributions_by_op.entry((op, kind)).or_default() += 1;
+    });
 }
 
 pub(crate) fn route(route: Route) {
@@ -131,10 +202,14 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     let guard = Pop;
     let ops_before = OPS.with(Cell::get);
     let threads_before = ON_RANK_THREADS.with(Cell::get);
+    let comm_before = COMM_NANOS.with(Cell::get);
+    let summed_before = SUMMED_ELEMENTS.with(Cell::get);
     let out = f();
     let mut counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
     counts.ops = OPS.with(Cell::get) - ops_before;
     counts.on_rank_threads = ON_RANK_THREADS.with(Cell::get) - threads_before;
+    counts.comm_nanos = COMM_NANOS.with(Cell::get) - comm_before;
+    counts.summed_elements = SUMMED_ELEMENTS.with(Cell::get) - summed_before;
     drop(guard);
     (out, counts)
 }

@@ -64,3 +64,17 @@ pub(crate) fn setup_of(device: &WgpuDevice) -> Option<WgpuSetup> {
     let found = pool.devices.iter().find(|(d, _)| d == device);
     found.map(|(_, setup)| setup.clone())
 }
+
+/// The adapter that [`wgpu_devices`] opens: its name, and whether it is a software
+/// rasterizer on the CPU (Mesa's lavapipe, say) rather than a GPU.
+pub fn wgpu_adapter() -> Result<(String, bool), Unavailable> {
+    wgpu_devices(1)?;
+    let pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let info = pool
+        .as_ref()
+        .expect("opened above")
+        .setup
+        .adapter
+        .get_info();
+    Ok((info.name, info.device_type == wgpu::DeviceType::Cpu))
+}

@@ -39,6 +39,12 @@ enum Command {
         #[command(flatten)]
         options: firemesh::simulate::SimulateOptions,
     },
+    /// Measure training throughput of the zoo's models on N ranks of every runtime present,
+    /// against the peers, with scaling efficiency and communication share.
+    Bench {
+        #[command(flatten)]
+        options: firemesh::bench::BenchOptions,
+    },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
         /// Which devices to use.
@@ -86,6 +92,7 @@ fn main() {
     let result = match cli.command {
         Command::Train { options, .. } => train(options),
         Command::Simulate { options } => firemesh::simulate::run(&options).map(|_| ()),
+        Command::Bench { options } => firemesh::bench::run(&options).map(|_| ()),
         Command::Demo {
             mesh,
             ranks,

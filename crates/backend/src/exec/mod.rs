@@ -142,7 +142,11 @@ fn prepare<B: Backend, I: Operands<B>>(
         stats::fallback(op);
     }
     let moves = plan.wants.iter().any(|w| *w != Want::Keep);
-    let inputs = inputs.apply(&mut plan.wants.iter());
+    let inputs = if moves {
+        stats::preparing(op, || inputs.apply(&mut plan.wants.iter()))
+    } else {
+        inputs.apply(&mut plan.wants.iter())
+    };
     let metas = if moves { inputs.metas() } else { metas };
     Ready {
         op,

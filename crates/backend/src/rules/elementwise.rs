@@ -59,7 +59,11 @@ pub(crate) fn broadcast(m: &[Meta], linear: Linear) -> Plan {
         Linear::Numerator => partial(&m[0]) && m[1..].iter().all(replicated),
     };
     if stays_partial {
-        return Plan::keep(m, Placement::Partial);
+        return match linear {
+            Linear::Product | Linear::Numerator => sum_before_broadcast(m),
+            _ => None,
+        }
+        .unwrap_or_else(|| Plan::keep(m, Placement::Partial));
     }
     let Some((d, target)) = m.iter().find_map(|x| x.sharded_dim().map(|d| (d, x))) else {
         let wants = m
@@ -92,4 +96,33 @@ pub(crate) fn broadcast(m: &[Meta], linear: Linear) -> Plan {
         })
         .collect();
     Plan::new(wants, Placement::Shard(d))
+}
+
+/// A product or quotient whose `Partial` operand is broadcast to a larger result: that operand
+/// is summed first, and the result sharded along the longest dim it broadcasts over (even
+/// blocks, the other operands sliced). Kept `Partial`, the result would cost a sum of its own
+/// size wherever it is used next: BatchNorm's backward pass multiplies a channel-sized
+/// `Partial` gradient into an activation-sized tensor, and the activation-sized sum took most
+/// of a ResNet step's communication.
+fn sum_before_broadcast(m: &[Meta]) -> Option<Plan> {
+    let rank = m[0].rank();
+    if m.iter().any(|x| x.rank() != rank) {
+        return None;
+    }
+    let out: Vec<usize> = (0..rank)
+        .map(|d| m.iter().map(|x| x.shape[d]).max().unwrap_or(1))
+        .collect();
+    let partial = m.iter().find(|x| x.is(Placement::Partial))?;
+    let d = (0..rank)
+        .filter(|&d| partial.shape[d] == 1 && out[d] > 1)
+        .max_by_key(|&d| out[d])?;
+    let wants = m
+        .iter()
+        .map(|x| match x.placement {
+            Placement::Partial => Want::Replicated,
+            _ if x.shape[d] == 1 => Want::Keep,
+            _ => Want::Shard(d, None),
+        })
+        .collect();
+    Some(Plan::new(wants, Placement::Shard(d)))
 }

@@ -4,22 +4,44 @@
 //! (the `local_*` functions).
 
 use crate::exec::Rank;
-use crate::placement::Placement;
+use crate::placement::{even_split, Placement};
 use crate::rules::{Meta, Plan, Want};
 use burn_backend::{Shape, Slice};
 
 /// Reshape. A `Shard(d)` tensor stays sharded when the dims before `d` are unchanged and every
-/// rank's block of the trailing dims fills whole rows of the new dim `d`.
+/// rank's block of the trailing dims fills whole rows of the new dim `d`. Blocks that do not fill whole rows are first re-cut into blocks that do (an even split of
+/// the new dim's rows), when there are such blocks: the operand stays sharded at the cost of
+/// moving the rows that change rank.
 pub(crate) fn reshape(m: &[Meta], new: &Shape) -> Plan {
     let p = m[0].placement;
-    if matches!(p, Placement::Shard(_)) && local_reshapes(&m[0], new).is_none() {
-        return Plan::fallback(m);
+    if let Placement::Shard(d) = p {
+        if local_reshapes(&m[0], new).is_none() {
+            return match fitting_blocks(&m[0], new) {
+                Some(blocks) => Plan::new(vec![Want::Shard(d, Some(blocks))], p),
+                None => Plan::fallback(m),
+            };
+        }
     }
     Plan::keep(m, p)
 }
 
-/// Every rank's new shape for a reshape of the `Shard` operand `m` to `new`, if the blocks fit.
-pub(crate) fn local_reshapes(m: &Meta, new: &Shape) -> Option<Vec<Shape>> {
+/// Blocks of the `Shard` operand `m` along its sharded dim that become an even split of whole
+/// rows of dim `d` of `new`, if row boundaries fall on element boundaries.
+fn fitting_blocks(m: &Meta, new: &Shape) -> Option<Vec<usize>> {
+    let (d, inner_old, inner_new) = sharded_rows(m, new)?;
+    if inner_old == 0 || m.shape[d] * inner_old != new[d] * inner_new {
+        return None;
+    }
+    let ranks = m.blocks.as_ref()?.len();
+    let rows = even_split(new[d], ranks);
+    rows.into_iter()
+        .map(|r| exact_div(r * inner_new, inner_old))
+        .collect()
+}
+
+/// For a reshape of the `Shard(d)` operand `m` to `new` that keeps the dims before `d`: `d` and
+/// the elements of one row of dim `d` before and after.
+fn sharded_rows(m: &Meta, new: &Shape) -> Option<(usize, usize, usize)> {
     let Placement::Shard(d) = m.placement else {
         return None;
     };
@@ -29,17 +51,23 @@ pub(crate) fn local_reshapes(m: &Meta, new: &Shape) -> Option<Vec<Shape>> {
     }
     let inner_old: usize = old[d + 1..].iter().product();
     let inner_new: usize = new[d + 1..].iter().product();
+    Some((d, inner_old, inner_new))
+}
+
+fn exact_div(a: usize, b: usize) -> Option<usize> {
+    a.is_multiple_of(b).then_some(a / b)
+}
+
+/// Every rank's new shape for a reshape of the `Shard` operand `m` to `new`, if the blocks fit.
+pub(crate) fn local_reshapes(m: &Meta, new: &Shape) -> Option<Vec<Shape>> {
+    let (d, inner_old, inner_new) = sharded_rows(m, new)?;
     if inner_new == 0 {
         return None;
     }
     let blocks = m.blocks.as_deref()?;
     let rows: Vec<usize> = blocks
         .iter()
-        .map(|s| {
-            (s * inner_old)
-                .is_multiple_of(inner_new)
-                .then_some(s * inner_old / inner_new)
-        })
+        .map(|s| exact_div(s * inner_old, inner_new))
         .collect::<Option<_>>()?;
     if rows.iter().sum::<usize>() != new[d] {
         return None;

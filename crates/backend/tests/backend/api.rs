@@ -4,7 +4,7 @@ use crate::common;
 
 use burn::tensor::Tensor;
 use common::{assert_close, mesh, rand, CPU, S};
-use firemesh_backend::{placement, redistribute, shard, shards, to_inner, Placement};
+use firemesh_backend::{placement, redistribute, shard, shards, stats, to_inner, Placement};
 
 #[test]
 fn placements_round_trip_and_keep_the_value() {
@@ -74,4 +74,40 @@ fn tensors_move_between_meshes() {
     assert_close(moved.clone().into_data(), x.to_data(), 0.0, "moved value");
     let resharded = shard(moved, 0).unwrap();
     assert_eq!(shards(resharded).len(), 3);
+}
+
+#[test]
+fn a_product_sums_a_small_partial_operand_before_it_broadcasts() {
+    let mesh = mesh(3);
+    let (g, big) = (rand([4, 1], 3), rand([4, 7], 4));
+    let partial = redistribute(
+        Tensor::<S, 2>::from_data(g.to_data(), &mesh),
+        Placement::Partial,
+    );
+    let replicated = Tensor::<S, 2>::from_data(big.to_data(), &mesh);
+    let (y, counts) = stats::count(|| partial * replicated);
+    // The sum is of the 4-element operand, not of the 28-element result; the result is split
+    // along the dim the operand broadcast over.
+    assert_eq!(counts.summed_elements, 4);
+    assert_eq!(placement(&y), Placement::Shard(1));
+    assert_close(y.into_data(), (g * big).into_data(), 1e-6, "product");
+}
+
+#[test]
+fn a_reshape_recuts_blocks_that_do_not_fill_whole_rows() {
+    let mesh = mesh(3);
+    let x = rand([20], 5);
+    // 20 elements split 7, 7, 6: as 5 rows of 4, no block holds whole rows.
+    let flat = shard(Tensor::<S, 1>::from_data(x.to_data(), &mesh), 0).unwrap();
+    let (rows, counts) = stats::count(|| flat.reshape([5, 4]));
+    assert_eq!(counts.total_fallbacks(), 0);
+    assert_eq!(placement(&rows), Placement::Shard(0));
+    let sizes: Vec<usize> = shards(rows.clone()).iter().map(|s| s.dims()[0]).collect();
+    assert_eq!(sizes, [2, 2, 1]);
+    assert_close(
+        rows.into_data(),
+        x.reshape([5, 4]).into_data(),
+        0.0,
+        "reshape",
+    );
 }

@@ -132,22 +132,22 @@ pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<String>> {
         "efficiency (%)",
         &[
             Series {
-                name: "buckets, overlapped",
+                name: "buckets, overlapped".into(),
                 points: curve(&sim.predictions),
                 color: BLUE,
             },
             Series {
-                name: "buckets, after the backward",
+                name: "buckets, after the backward".into(),
                 points: curve(&sim.no_overlap),
                 color: RGBColor(0, 128, 0),
             },
             Series {
-                name: "per tensor, overlapped",
+                name: "per tensor, overlapped".into(),
                 points: curve(&sim.per_tensor),
                 color: RED,
             },
             Series {
-                name: "per tensor, after the backward",
+                name: "per tensor, after the backward".into(),
                 points: curve(&sim.per_tensor_no_overlap),
                 color: RGBColor(128, 0, 128),
             },
@@ -160,7 +160,7 @@ pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<String>> {
         "log2(bucket MiB)",
         "step (ms)",
         &[Series {
-            name: "overlapped",
+            name: "overlapped".into(),
             points: sim
                 .bucket_sweep
                 .iter()

@@ -11,7 +11,7 @@ use std::sync::Once;
 const FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
 pub(crate) struct Series {
-    pub name: &'static str,
+    pub name: String,
     pub points: Vec<(f64, f64)>,
     pub color: RGBColor,
 }
@@ -66,12 +66,12 @@ pub fn draw(dir: &Path, records: &[Record], throughput_unit: &str) -> Result<Vec
         "loss",
         vec![
             Series {
-                name: "training batch",
+                name: "training batch".into(),
                 points: train_loss,
                 color: BLUE,
             },
             Series {
-                name: "held out",
+                name: "held out".into(),
                 points: eval_loss,
                 color: RED,
             },
@@ -82,7 +82,7 @@ pub fn draw(dir: &Path, records: &[Record], throughput_unit: &str) -> Result<Vec
         "Throughput",
         throughput_unit,
         vec![Series {
-            name: throughput_unit_name(throughput_unit),
+            name: throughput_unit_name(throughput_unit).into(),
             points: throughput,
             color: RGBColor(0, 128, 0),
         }],
@@ -97,7 +97,7 @@ pub fn draw(dir: &Path, records: &[Record], throughput_unit: &str) -> Result<Vec
         title,
         y,
         vec![Series {
-            name: "held out",
+            name: "held out".into(),
             points,
             color: RED,
         }],
@@ -188,7 +188,7 @@ fn draw_into(
                 s.points.iter().copied(),
                 color.stroke_width(2),
             ))?
-            .label(s.name)
+            .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         if s.points.len() < 50 {
             chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;

@@ -1,6 +1,7 @@
 //! The tests of the firemesh facade and CLI, in one binary.
 
 mod bad_input;
+mod bench;
 mod common;
 mod resume;
 mod simulate;

@@ -125,9 +125,32 @@ fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
     );
     assert_eq!(buckets, want, "ceil({bytes} / {bucket})");
     assert_eq!(sums, want as u64, "one collective per bucket");
+    // Outside the buckets only per-channel values are summed (BatchNorm's statistics, their
+    // gradients and running averages, a few sums per channel each), never an activation:
+    // BatchNorm's backward pass sums its channel-sized gradient before broadcasting it.
+    let channels = rank_one_elements(&model);
+    let summed = forward_backward.summed_elements;
+    println!("{summed} elements summed per rank in the forward and backward passes");
+    assert!(summed <= 4 * channels, "{summed} > 4 × {channels}");
+    assert_eq!(reduce.summed_elements as usize, bytes / 4);
     for g in tensors {
         assert!(g.iter().all(|v| v.is_finite()));
     }
+}
+
+/// Elements of a model's one-dimensional parameters (BatchNorm's scales and shifts, biases).
+fn rank_one_elements<B: Backend, M: Module<B>>(model: &M) -> u64 {
+    struct Count(u64);
+    impl<B: Backend> ModuleVisitor<B> for Count {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if D == 1 {
+                self.0 += param.val().shape().num_elements() as u64;
+            }
+        }
+    }
+    let mut count = Count(0);
+    model.visit(&mut count);
+    count.0
 }
 
 #[test]

@@ -1,0 +1,363 @@
+//! `firemesh bench`: how fast the zoo's models train on N ranks, for every runtime present,
+//! side by side in one run with the peers: the inner backend alone on one device, and
+//! burn-train's `MultiDevice` strategy over the same devices. The report gives throughput,
+//! scaling efficiency throughput(N) / (N · throughput(1)), the share of a step spent in
+//! communication, collectives per step and peak memory, as `bench.md`, `bench.json` and
+//! `bench.png` in the output folder.
+//!
+//! Scaling is weak: each rank gets the same per-rank batch at every N, as in data-parallel
+//! training on more GPUs. On a CPU mesh the ranks share the host's cores, so N > 1 measures
+//! the mesh's overhead there, not a speed-up.
+
+mod multi;
+mod report;
+mod step;
+
+pub use report::{BenchReport, Row, Setup};
+
+use crate::mesh::{sharded_on_group, MAX_WGPU_RANKS};
+use crate::train::ModelName;
+use crate::{Error, Result};
+use burn::tensor::backend::Backend;
+use cubecl::cuda::{CudaDevice, CudaRuntime};
+use cubecl::wgpu::WgpuRuntime;
+use firemesh_backend::{stats, Mesh};
+use firemesh_collective::probe;
+use firemesh_collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
+use std::path::PathBuf;
+use step::Work;
+
+/// What `firemesh bench` measures.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchOptions {
+    /// Runtimes to measure [default: the CPU; CUDA when it can run kernels; wgpu when its
+    /// adapter is a GPU (a software driver is measured only when asked for)].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub runtimes: Vec<Runtime>,
+    /// Models [default: resnet50 and gpt-tiny on a CPU or a software adapter, resnet50 and
+    /// gpt2-small on a GPU].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub models: Vec<ModelName>,
+    /// Rank counts [default: 1,2,4 on the CPU; 1,2 on wgpu; 1,2,4,8 up to the GPU count on
+    /// CUDA].
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Vec<usize>,
+    /// Images or sequences per rank and step: the global batch is N times this [default: 4
+    /// images or 4 sequences on a CPU, 64 images or 8 sequences on a GPU].
+    #[arg(long)]
+    pub batch_per_rank: Option<usize>,
+    /// Image side in pixels [default: 32 on a CPU, 224 on a GPU].
+    #[arg(long)]
+    pub image_size: Option<usize>,
+    /// Tokens per GPT sequence [default: 128 on a CPU, 1024 on a GPU, at most the model's
+    /// context].
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Timed steps per setup.
+    #[arg(long, default_value_t = 3)]
+    pub steps: usize,
+    /// Untimed steps before them (kernel compilation, allocator warm-up).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Gradient bucket size in MiB.
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mib: f64,
+    /// Measure firemesh only, without the peers.
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Folder for bench.md, bench.json and bench.png.
+    #[arg(long, default_value = "benches/results")]
+    pub out: PathBuf,
+}
+
+/// A runtime to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// Burn's Flex backend, every rank on the host.
+    Cpu,
+    /// CubeCL's wgpu runtime, one client per rank.
+    Wgpu,
+    /// CubeCL's CUDA runtime, one rank per GPU (round-robin beyond the GPU count).
+    Cuda,
+}
+
+/// The sizes of one runtime's runs.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Sizes {
+    pub batch_per_rank: Option<usize>,
+    pub image_size: usize,
+    /// Asked for on the command line, else the runtime's default (capped by the context).
+    pub seq_len: Option<usize>,
+    pub default_seq_len: usize,
+}
+
+/// A runtime to measure, with what it runs.
+struct Plan {
+    runtime: Runtime,
+    device: String,
+    models: Vec<ModelName>,
+    ranks: Vec<usize>,
+    sizes: Sizes,
+}
+
+/// Runs the benchmark `options` asks for, printing progress and the report; writes the report
+/// files and returns the report.
+pub fn run(options: &BenchOptions) -> Result<BenchReport> {
+    check(options)?;
+    let (plans, notes) = plan(options)?;
+    // Every model's sizes are checked before anything runs or is written.
+    let works: Vec<Vec<Work>> = plans
+        .iter()
+        .map(|p| {
+            p.models
+                .iter()
+                .map(|&m| Work::new(m, p.sizes, options))
+                .collect()
+        })
+        .collect::<Result<_>>()?;
+    std::fs::create_dir_all(&options.out)
+        .map_err(|e| Error::Io(format!("cannot create {}: {e}", options.out.display())))?;
+    // Communication timed on its own: each sum first waits for the devices' queued work.
+    stats::settle_before_comm(true);
+    let mut out = Collected {
+        rows: Vec::new(),
+        notes,
+    };
+    let mut devices = Vec::new();
+    for (p, works) in plans.iter().zip(&works) {
+        devices.push(format!("{:?}: {}", p.runtime, p.device).to_lowercase());
+        for work in works {
+            match p.runtime {
+                Runtime::Cpu => measure::<burn_flex::Flex>(
+                    p,
+                    work,
+                    options,
+                    &mut out,
+                    |n| Ok(Mesh::replicate(burn_flex::FlexDevice, n)?),
+                    |_| None,
+                )?,
+                Runtime::Wgpu => measure::<burn_wgpu::Wgpu>(
+                    p,
+                    work,
+                    options,
+                    &mut out,
+                    |n| sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(&wgpu_devices(n)?),
+                    device_bytes::<WgpuRuntime>,
+                )?,
+                Runtime::Cuda => measure::<burn_cuda::Cuda>(
+                    p,
+                    work,
+                    options,
+                    &mut out,
+                    |n| sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(&cuda_ranks(n)?),
+                    device_bytes::<CudaRuntime>,
+                )?,
+            }
+        }
+    }
+    stats::settle_before_comm(false);
+    let report = BenchReport::new(options, devices, out.rows, out.notes);
+    print!("{}", report.markdown());
+    report.write(&options.out)?;
+    println!(
+        "bench.md, bench.json and bench.png written to {}",
+        options.out.display()
+    );
+    Ok(report)
+}
+
+fn check(o: &BenchOptions) -> Result<()> {
+    let bad = |m: String| Err(Error::Invalid(m));
+    if o.steps == 0 {
+        return bad("--steps must be at least 1".into());
+    }
+    if let Some(&n) = o.ranks.iter().find(|&&n| n == 0 || n > 64) {
+        return bad(format!("--ranks {n}: rank counts go from 1 to 64"));
+    }
+    if o.batch_per_rank == Some(0) {
+        return bad("--batch-per-rank must be at least 1".into());
+    }
+    if o.image_size.is_some_and(|s| !(8..=1024).contains(&s)) {
+        return bad("--image-size must be 8 to 1024 pixels".into());
+    }
+    if o.seq_len.is_some_and(|s| s < 2) {
+        return bad("--seq-len must be at least 2 tokens".into());
+    }
+    if !(o.bucket_mib.is_finite() && o.bucket_mib > 0.0) {
+        return bad(format!(
+            "--bucket-mib {}: it must be a positive size",
+            o.bucket_mib
+        ));
+    }
+    Ok(())
+}
+
+/// The runtimes to measure, with their models, rank counts and sizes, and notes on the
+/// runtimes left out.
+fn plan(o: &BenchOptions) -> Result<(Vec<Plan>, Vec<String>)> {
+    let mut notes = Vec::new();
+    let asked = !o.runtimes.is_empty();
+    let runtimes = if asked {
+        o.runtimes.clone()
+    } else {
+        vec![Runtime::Cpu, Runtime::Wgpu, Runtime::Cuda]
+    };
+    let cpu_sizes = Sizes {
+        batch_per_rank: o.batch_per_rank,
+        image_size: o.image_size.unwrap_or(32),
+        seq_len: o.seq_len,
+        default_seq_len: 128,
+    };
+    let gpu_sizes = Sizes {
+        batch_per_rank: o.batch_per_rank,
+        image_size: o.image_size.unwrap_or(224),
+        seq_len: o.seq_len,
+        default_seq_len: 1024,
+    };
+    let models = |gpu: bool| match (o.models.is_empty(), gpu) {
+        (false, _) => o.models.clone(),
+        (true, false) => vec![ModelName::Resnet50, ModelName::GptTiny],
+        (true, true) => vec![ModelName::Resnet50, ModelName::Gpt2Small],
+    };
+    let ranks = |default: Vec<usize>| {
+        if o.ranks.is_empty() {
+            default
+        } else {
+            let mut r = o.ranks.clone();
+            r.sort_unstable();
+            r.dedup();
+            r
+        }
+    };
+    let mut plans = Vec::new();
+    for runtime in runtimes {
+        match runtime {
+            Runtime::Cpu => plans.push(Plan {
+                runtime,
+                device: format!(
+                    "{} ({} cores)",
+                    cpu_name(),
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ),
+                models: models(false),
+                ranks: ranks(vec![1, 2, 4]),
+                sizes: cpu_sizes,
+            }),
+            Runtime::Wgpu if ranks(vec![1]).iter().any(|&n| n > MAX_WGPU_RANKS) => {
+                return Err(Error::Invalid(format!(
+                    "--ranks: a wgpu mesh has at most {MAX_WGPU_RANKS} clients"
+                )))
+            }
+            Runtime::Wgpu => match wgpu_adapter() {
+                Ok((name, software)) if !software || asked => plans.push(Plan {
+                    runtime,
+                    device: name,
+                    models: models(!software),
+                    ranks: ranks(vec![1, 2]),
+                    sizes: if software { cpu_sizes } else { gpu_sizes },
+                }),
+                Ok((name, _)) => notes.push(format!(
+                    "wgpu left out: its adapter, {name}, is a software driver on the CPU \
+                     (--runtimes wgpu measures it)"
+                )),
+                Err(e) if asked => return Err(e.into()),
+                Err(e) => notes.push(format!("wgpu left out: {e}")),
+            },
+            Runtime::Cuda => match probe::usable_cuda_devices() {
+                Ok(gpus) => {
+                    let all = (0..4).map(|k| 1 << k).filter(|&n| n <= gpus.len().max(1));
+                    plans.push(Plan {
+                        runtime,
+                        device: format!("{} CUDA GPU(s)", gpus.len()),
+                        models: models(true),
+                        ranks: ranks(all.collect()),
+                        sizes: gpu_sizes,
+                    })
+                }
+                Err(e) if asked => return Err(e.into()),
+                Err(e) => notes.push(format!("CUDA left out: {e}")),
+            },
+        }
+    }
+    Ok((plans, notes))
+}
+
+/// What the measurements gave so far.
+struct Collected {
+    rows: Vec<Row>,
+    notes: Vec<String>,
+}
+
+/// `n` ranks over the usable CUDA GPUs, round-robin.
+fn cuda_ranks(n: usize) -> Result<Vec<CudaDevice>> {
+    let gpus = probe::usable_cuda_devices()?;
+    if gpus.is_empty() {
+        return Err(Error::Invalid("no usable CUDA GPU".into()));
+    }
+    Ok((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
+}
+
+/// The host CPU's model name (Linux), or "CPU".
+pub(crate) fn cpu_name() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or_else(|| "CPU".to_string(), |s| s.trim().to_string())
+}
+
+/// The most device memory in use on any of `devices`, as CubeCL's allocator counts it.
+fn device_bytes<R: cubecl::Runtime>(devices: &[R::Device]) -> Option<u64> {
+    devices
+        .iter()
+        .filter_map(|d| R::client(d).memory_usage().ok())
+        .map(|u| u.bytes_in_use)
+        .max()
+}
+
+/// Measures `work` on every rank count of `plan`, and the peers, appending rows.
+fn measure<B: Backend>(
+    plan: &Plan,
+    work: &Work,
+    options: &BenchOptions,
+    out: &mut Collected,
+    mesh: impl Fn(usize) -> Result<Mesh<B::Device>>,
+    memory: fn(&[B::Device]) -> Option<u64>,
+) -> Result<()> {
+    let label = |setup: &str, n: usize| {
+        format!("{:?} {} {setup} N={n}", plan.runtime, work.model).to_lowercase()
+    };
+    for &n in &plan.ranks {
+        let mesh = mesh(n)?;
+        let devices = mesh.devices().to_vec();
+        let measured =
+            step::sharded::<B>(&mesh, work, &|| memory(&devices), &label("firemesh", n))?;
+        let row = Row::new(plan.runtime, work, Setup::Firemesh, n, measured);
+        out.rows.push(row);
+        if options.no_peers {
+            continue;
+        }
+        if n == plan.ranks[0] {
+            let one = &devices[..1];
+            let measured =
+                step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
+            out.rows
+                .push(Row::new(plan.runtime, work, Setup::Inner, 1, measured));
+        }
+        if n > 1 {
+            match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
+                Ok(measured) => out.rows.push(Row::new(
+                    plan.runtime,
+                    work,
+                    Setup::MultiDevice,
+                    n,
+                    measured,
+                )),
+                Err(e) => out.notes.push(format!("{}: {e}", label("multi-device", n))),
+            }
+        }
+    }
+    report::fill_ratios(&mut out.rows, plan.runtime, work.model);
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! The benchmark's report: one row per setup and rank count, ratios taken within one run,
+//! written as bench.json, bench.md and bench.png.
+
+use super::step::{Measured, Work};
+use super::{BenchOptions, Runtime};
+use crate::train::charts::{line_chart, Series};
+use crate::train::ModelName;
+use crate::{Error, Result};
+use plotters::style::{RGBColor, BLACK, BLUE, GREEN, MAGENTA, RED};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// What was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Setup {
+    /// `Autodiff<Sharded<B>>` over N ranks, the batch sharded, gradients summed in buckets.
+    Firemesh,
+    /// `Autodiff<B>` on one device with one rank's batch.
+    Inner,
+    /// burn-train's Learner with its `MultiDevice` strategy over the same N devices.
+    MultiDevice,
+}
+
+impl Setup {
+    fn name(self) -> &'static str {
+        match self {
+            Setup::Firemesh => "firemesh Sharded",
+            Setup::Inner => "inner backend, one device",
+            Setup::MultiDevice => "burn-train MultiDevice",
+        }
+    }
+}
+
+/// One setup on one rank count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub runtime: Runtime,
+    pub model: ModelName,
+    pub setup: Setup,
+    pub ranks: usize,
+    /// Images or sequences per rank and step, and their size.
+    pub per_rank_batch: usize,
+    pub image_size: Option<usize>,
+    pub seq_len: Option<usize>,
+    pub unit: &'static str,
+    /// Median step time (absolute, this machine), in seconds; and every timed step.
+    pub step_s: f64,
+    pub steps_s: Vec<f64>,
+    /// Images or tokens per second over all ranks.
+    pub throughput: f64,
+    /// firemesh: throughput(N) / (N · throughput(firemesh, N = 1)).
+    pub scaling_efficiency: Option<f64>,
+    /// throughput / (N · throughput(inner backend alone)): against N perfectly parallel devices.
+    pub vs_inner: Option<f64>,
+    /// firemesh: throughput / throughput(MultiDevice, same N).
+    pub vs_multi_device: Option<f64>,
+    /// Median time per step inside sums and gathers across ranks, and its share of the step.
+    pub comm_s: Option<f64>,
+    pub comm_share: Option<f64>,
+    /// Collectives per step: gradient buckets, and the other sums and gathers.
+    pub gradient_collectives: Option<usize>,
+    /// Gradient collectives per step of one sum per parameter tensor (before buckets).
+    pub gradient_tensors: usize,
+    pub other_collectives: Option<u64>,
+    pub fallbacks: Option<u64>,
+    /// The most device memory a rank held at the end of the forward pass (CubeCL runtimes).
+    pub peak_bytes_per_rank: Option<u64>,
+    /// The loss of the first and the last step.
+    pub loss_first: Option<f64>,
+    pub loss_last: Option<f64>,
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+impl Row {
+    pub fn new(runtime: Runtime, work: &Work, setup: Setup, ranks: usize, m: Measured) -> Self {
+        let step_s = median(&m.step_s);
+        let measured_comm = setup != Setup::MultiDevice;
+        let comm_s = measured_comm.then(|| median(&m.comm_s));
+        Row {
+            runtime,
+            model: work.model,
+            setup,
+            ranks,
+            per_rank_batch: work.per_rank,
+            image_size: (!work.model.is_gpt()).then_some(work.image_size),
+            seq_len: work.model.is_gpt().then_some(work.seq_len),
+            unit: work.unit(),
+            step_s,
+            steps_s: m.step_s,
+            throughput: ranks as f64 * work.per_rank_samples() / step_s,
+            scaling_efficiency: None,
+            vs_inner: None,
+            vs_multi_device: None,
+            comm_s,
+            comm_share: comm_s.map(|c| c / step_s),
+            gradient_collectives: measured_comm.then_some(m.gradient_collectives),
+            gradient_tensors: m.gradient_tensors,
+            other_collectives: measured_comm.then_some(m.other_collectives),
+            fallbacks: measured_comm.then_some(m.fallbacks),
+            peak_bytes_per_rank: m.peak_bytes_per_rank,
+            loss_first: measured_comm.then_some(m.losses.0),
+            loss_last: measured_comm.then_some(m.losses.1),
+        }
+    }
+}
+
+/// Fills the ratios of `runtime` and `model`'s rows, from rows of the same run.
+pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
+    let of = |rows: &[Row], setup: Setup, n: usize| {
+        rows.iter()
+            .find(|r| r.runtime == runtime && r.model == model && r.setup == setup && r.ranks == n)
+            .map(|r| r.throughput)
+    };
+    let one = of(rows, Setup::Firemesh, 1);
+    let inner = of(rows, Setup::Inner, 1);
+    let multi: Vec<Option<f64>> = rows
+        .iter()
+        .map(|r| of(rows, Setup::MultiDevice, r.ranks))
+        .collect();
+    for (r, multi) in rows.iter_mut().zip(multi) {
+        if r.runtime != runtime || r.model != model {
+            continue;
+        }
+        let n = r.ranks as f64;
+        r.vs_inner = inner.map(|i| r.throughput / (n * i));
+        if r.setup == Setup::Firemesh {
+            r.scaling_efficiency = one.map(|o| r.throughput / (n * o));
+            r.vs_multi_device = multi.map(|m| r.throughput / m);
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// UTC date of the run.
+    pub date: String,
+    pub host: String,
+    pub firemesh: &'static str,
+    pub burn: &'static str,
+    pub cubecl: &'static str,
+    /// `dev` or `release`.
+    pub build: &'static str,
+    pub devices: Vec<String>,
+    pub steps: usize,
+    pub warmup: usize,
+    pub bucket_mib: f64,
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+}
+
+impl BenchReport {
+    pub fn new(o: &BenchOptions, devices: Vec<String>, rows: Vec<Row>, notes: Vec<String>) -> Self {
+        let today = time::OffsetDateTime::now_utc().date();
+        BenchReport {
+            date: format!(
+                "{}-{:02}-{:02}",
+                today.year(),
+                u8::from(today.month()),
+                today.day()
+            ),
+            host: format!(
+                "{}, {} cores, {}",
+                super::cpu_name(),
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                std::env::consts::OS
+            ),
+            firemesh: env!("CARGO_PKG_VERSION"),
+            burn: "0.21.0",
+            cubecl: "0.10.0",
+            build: if cfg!(debug_assertions) {
+                "dev"
+            } else {
+                "release"
+            },
+            devices,
+            steps: o.steps,
+            warmup: o.warmup,
+            bucket_mib: o.bucket_mib,
+            rows,
+            notes,
+        }
+    }
+
+    /// The report as Markdown (also printed).
+    pub fn markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "# Training throughput: `firemesh bench`\n\n\
+             {}, {}; firemesh {}, Burn {}, CubeCL {}, {} build.\n\
+             Devices: {}.\n\n\
+             Synthetic data; weak scaling (each rank trains the same per-rank batch at every N); \
+             median of {} timed steps after {} warm-up step(s); gradient buckets of {} MiB. Step \
+             times and throughputs are absolute figures of this machine; efficiencies and \
+             `vs` columns are ratios within this run.\n",
+            self.date,
+            self.host,
+            self.firemesh,
+            self.burn,
+            self.cubecl,
+            self.build,
+            self.devices.join("; "),
+            self.steps,
+            self.warmup,
+            self.bucket_mib
+        );
+        let mut groups: Vec<(Runtime, ModelName)> = Vec::new();
+        for r in &self.rows {
+            if !groups.contains(&(r.runtime, r.model)) {
+                groups.push((r.runtime, r.model));
+            }
+        }
+        let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1}%", 100.0 * v));
+        let ratio = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}×"));
+        let opt = |v: Option<u64>| v.map_or("–".into(), |v| v.to_string());
+        for (runtime, model) in groups {
+            let rows: Vec<&Row> = self
+                .rows
+                .iter()
+                .filter(|r| r.runtime == runtime && r.model == model)
+                .collect();
+            let _ = writeln!(
+                md,
+                "## {model} on {:?} ({} per rank, {})\n\n\
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share | collectives/step: buckets (one per tensor) + other | fallbacks | peak MiB/rank |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|",
+                runtime,
+                rows[0].per_rank_batch,
+                match (rows[0].image_size, rows[0].seq_len) {
+                    (Some(s), _) => format!("{s}×{s} images"),
+                    (_, Some(l)) => format!("sequences of {l} tokens"),
+                    _ => String::new(),
+                },
+                rows[0].unit
+            );
+            for r in rows {
+                let collectives = match (r.gradient_collectives, r.other_collectives) {
+                    (Some(g), Some(o)) => format!("{g} ({}) + {o}", r.gradient_tensors),
+                    _ => "–".into(),
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {collectives} | {} | {} |",
+                    r.setup.name(),
+                    r.ranks,
+                    r.step_s * 1e3,
+                    r.throughput,
+                    pct(r.scaling_efficiency),
+                    ratio(r.vs_inner),
+                    ratio(r.vs_multi_device),
+                    pct(r.comm_share),
+                    opt(r.fallbacks),
+                    r.peak_bytes_per_rank
+                        .map_or("–".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+                );
+            }
+            md.push('\n');
+        }
+        md.push_str(
+            "Comm share: time inside sums and gathers across ranks (each first waits for the \
+             work still queued on every rank, so compute is not counted) over the step time. No \
+             communication is hidden behind compute: on every runtime today a sum blocks the \
+             issuing thread until it completes, and the gradient buckets are summed after the \
+             backward pass. On a CPU mesh every rank shares the host's cores, so N > 1 shows \
+             the mesh's overhead rather than a speed-up, and its sums are local additions. \
+             MultiDevice gives each device its own batch in its own model copy; its step is the \
+             difference of two Learner epochs of different lengths.\n",
+        );
+        for n in &self.notes {
+            let _ = writeln!(md, "\n- {n}");
+        }
+        md
+    }
+
+    /// Writes bench.json, bench.md and bench.png into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let io =
+            |what: &str, e: &dyn std::fmt::Display| Error::Io(format!("cannot write {what}: {e}"));
+        let json = serde_json::to_string_pretty(self).map_err(|e| io("bench.json", &e))?;
+        std::fs::write(dir.join("bench.json"), json + "\n").map_err(|e| io("bench.json", &e))?;
+        std::fs::write(dir.join("bench.md"), self.markdown()).map_err(|e| io("bench.md", &e))?;
+        self.chart(&dir.join("bench.png"))
+    }
+
+    /// Scaling efficiency of firemesh against N, one line per runtime and model.
+    fn chart(&self, path: &Path) -> Result<()> {
+        const COLORS: [RGBColor; 5] = [BLUE, RED, GREEN, MAGENTA, BLACK];
+        let mut series: Vec<Series> = Vec::new();
+        for r in self.rows.iter().filter(|r| r.setup == Setup::Firemesh) {
+            let Some(e) = r.scaling_efficiency else {
+                continue;
+            };
+            let name = format!("{} on {:?}", r.model, r.runtime).to_lowercase();
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((r.ranks as f64, 100.0 * e)),
+                None => series.push(Series {
+                    color: COLORS[series.len() % COLORS.len()],
+                    name,
+                    points: vec![(r.ranks as f64, 100.0 * e)],
+                }),
+            }
+        }
+        line_chart(
+            path,
+            "firemesh scaling efficiency (weak scaling)",
+            "ranks",
+            "throughput(N) / (N · throughput(1)), %",
+            &series,
+        )
+    }
+}

@@ -1,0 +1,263 @@
+//! One setup's training steps, timed: forward, backward, the gradient sums and the optimizer
+//! step of a zoo model on synthetic data, through `Autodiff<Sharded<B>>` on a mesh or through
+//! `Autodiff<B>` on one device.
+
+use super::{BenchOptions, Sizes};
+use crate::grads::reduce_gradients;
+use crate::train::config::OptimizerKind;
+use crate::train::net::{Batch, Net, NetConfig};
+use crate::train::optim::AnyOptimizer;
+use crate::train::ModelName;
+use crate::{Error, Result};
+use burn::backend::Autodiff;
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
+use std::time::Instant;
+
+/// Classes of the synthetic images.
+pub const CLASSES: usize = 10;
+/// Vocabulary of the synthetic token sequences (bytes).
+pub const VOCAB: usize = 256;
+
+/// A model and its per-rank batch, ready to measure.
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub model: ModelName,
+    pub net: NetConfig,
+    /// Images or sequences per rank.
+    pub per_rank: usize,
+    pub image_size: usize,
+    pub seq_len: usize,
+    pub bucket_bytes: usize,
+    pub warmup: usize,
+    pub steps: usize,
+}
+
+impl Work {
+    pub fn new(model: ModelName, sizes: Sizes, o: &BenchOptions) -> Result<Self> {
+        let gpu = sizes.image_size >= 128;
+        let per_rank = sizes.batch_per_rank.unwrap_or(match (model.is_gpt(), gpu) {
+            (false, false) => 4,
+            (false, true) => 64,
+            (true, false) => 4,
+            (true, true) => 8,
+        });
+        let net = NetConfig::new(model, CLASSES, sizes.image_size, VOCAB)?;
+        let seq_len = match (&net, sizes.seq_len) {
+            (NetConfig::Gpt(c), Some(s)) if s > c.context_length => {
+                return Err(Error::Invalid(format!(
+                    "--seq-len {s}: longer than {model}'s context of {} tokens",
+                    c.context_length
+                )))
+            }
+            (_, Some(s)) => s,
+            (NetConfig::Gpt(c), None) => sizes.default_seq_len.min(c.context_length),
+            (NetConfig::ResNet(_), None) => sizes.default_seq_len,
+        };
+        Ok(Self {
+            model,
+            net,
+            per_rank,
+            image_size: sizes.image_size,
+            seq_len,
+            bucket_bytes: ((o.bucket_mib * (1u64 << 20) as f64) as usize).max(4),
+            warmup: o.warmup,
+            steps: o.steps,
+        })
+    }
+
+    /// Images or tokens a rank trains on per step (a sequence of L tokens predicts L - 1).
+    pub fn per_rank_samples(&self) -> f64 {
+        if self.model.is_gpt() {
+            (self.per_rank * (self.seq_len - 1)) as f64
+        } else {
+            self.per_rank as f64
+        }
+    }
+
+    pub fn unit(&self) -> &'static str {
+        if self.model.is_gpt() {
+            "tokens/s"
+        } else {
+            "images/s"
+        }
+    }
+
+    fn optimizer<A: AutodiffBackend>(&self) -> AnyOptimizer<Net<A>, A> {
+        let kind = if self.model.is_gpt() {
+            OptimizerKind::Adamw
+        } else {
+            OptimizerKind::Sgd
+        };
+        AnyOptimizer::new(kind, 0.9, 1e-4)
+    }
+
+    /// Rank `rank`'s synthetic batch on `device`, the same at every rank count.
+    pub fn batch<B: Backend>(&self, rank: usize, device: &B::Device) -> Batch<B> {
+        let n = self.per_rank;
+        let first = rank * n;
+        if self.model.is_gpt() {
+            let len = self.seq_len;
+            let tokens: Vec<i32> = (0..n * len)
+                .map(|k| (((first * len + k) * 37 + k / len * 11) % VOCAB) as i32)
+                .collect();
+            Batch::Tokens(Tensor::from_data(TensorData::new(tokens, [n, len]), device))
+        } else {
+            let s = self.image_size;
+            let pixels = 3 * s * s;
+            let values: Vec<f32> = (0..n * pixels)
+                .map(|k| ((first * pixels + k) * 7919 % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            let labels: Vec<i32> = (first..first + n).map(|i| (i % CLASSES) as i32).collect();
+            Batch::Images {
+                images: Tensor::from_data(TensorData::new(values, [n, 3, s, s]), device),
+                labels: Tensor::from_data(TensorData::new(labels, [n]), device),
+            }
+        }
+    }
+}
+
+/// What the timed steps of one setup gave.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Wall time of each timed step, in seconds, until every device finished it.
+    pub step_s: Vec<f64>,
+    /// Of each, the time inside sums and gathers across ranks.
+    pub comm_s: Vec<f64>,
+    /// Collectives of the gradient buckets, per step.
+    pub gradient_collectives: usize,
+    /// Parameter tensors: the collectives per step of one sum per gradient.
+    pub gradient_tensors: usize,
+    /// Other sums and gathers across ranks per step (BatchNorm statistics of a sharded batch,
+    /// the loss read back).
+    pub other_collectives: u64,
+    /// Ops with no placement rule, per step.
+    pub fallbacks: u64,
+    /// The most memory any rank's device held at the end of a forward pass, where the
+    /// runtime reports it.
+    pub peak_bytes_per_rank: Option<u64>,
+    /// The loss of the first and of the last step.
+    pub losses: (f64, f64),
+}
+
+/// `work` through `Autodiff<Sharded<B>>` on `mesh`, its batch sharded over the ranks.
+pub fn sharded<B: Backend>(
+    mesh: &Mesh<B::Device>,
+    work: &Work,
+    memory: &dyn Fn() -> Option<u64>,
+    label: &str,
+) -> Result<Measured> {
+    type Ad<B> = Autodiff<Sharded<B>>;
+    Ad::<B>::seed(mesh, 7);
+    let net = work.net.init::<Ad<B>>(mesh)?;
+    let parts: Vec<Batch<B>> = (0..mesh.len())
+        .map(|r| work.batch::<B>(r, mesh.device(r)))
+        .collect();
+    let batch = || on_mesh::<B>(mesh, &parts);
+    let reduce = |net: &Net<Ad<B>>, grads: &mut GradientsParams| {
+        reduce_gradients::<B, _>(net, grads, work.bucket_bytes)
+    };
+    timed_steps::<Ad<B>>(mesh, net, batch, reduce, memory, work, label)
+}
+
+/// `work`'s per-rank batch through `Autodiff<B>` on one device: the inner backend alone.
+pub fn inner<B: Backend>(
+    device: &B::Device,
+    work: &Work,
+    memory: &dyn Fn() -> Option<u64>,
+    label: &str,
+) -> Result<Measured> {
+    Autodiff::<B>::seed(device, 7);
+    let net = work.net.init::<Autodiff<B>>(device)?;
+    let batch = || Ok(work.batch::<Autodiff<B>>(0, device));
+    timed_steps::<Autodiff<B>>(device, net, batch, |_, _| 0, memory, work, label)
+}
+
+/// The batch whose rank `r` part is `parts[r]`.
+fn on_mesh<B: Backend>(
+    mesh: &Mesh<B::Device>,
+    parts: &[Batch<B>],
+) -> Result<Batch<Autodiff<Sharded<B>>>> {
+    let (mut images, mut labels, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
+    for part in parts.iter().cloned() {
+        match part {
+            Batch::Images {
+                images: x,
+                labels: y,
+            } => {
+                images.push(x);
+                labels.push(y);
+            }
+            Batch::Tokens(t) => tokens.push(t),
+        }
+    }
+    Ok(if tokens.is_empty() {
+        Batch::Images {
+            images: from_shards::<Autodiff<Sharded<B>>, 4>(mesh, images, 0)?,
+            labels: from_shards_int::<Autodiff<Sharded<B>>, 1>(mesh, labels, 0)?,
+        }
+    } else {
+        Batch::Tokens(from_shards_int::<Autodiff<Sharded<B>>, 2>(mesh, tokens, 0)?)
+    })
+}
+
+/// `warmup + steps` training steps of `net`, the last `steps` timed, each until `device` (every
+/// rank of a mesh) finished it; progress on stderr.
+fn timed_steps<A: AutodiffBackend>(
+    device: &A::Device,
+    mut net: Net<A>,
+    batch: impl Fn() -> Result<Batch<A>>,
+    reduce: impl Fn(&Net<A>, &mut GradientsParams) -> usize,
+    memory: &dyn Fn() -> Option<u64>,
+    work: &Work,
+    label: &str,
+) -> Result<Measured> {
+    let sync = || A::sync(device).map_err(|e| Error::Invalid(format!("{label}: {e:?}")));
+    let mut optim = work.optimizer::<A>();
+    let mut m = Measured {
+        gradient_tensors: burn::module::list_param_ids(&net).len(),
+        ..Measured::default()
+    };
+    let total = work.warmup + work.steps;
+    for i in 0..total {
+        let batch = batch()?;
+        sync()?;
+        let start = Instant::now();
+        let (stepped, counts) = stats::count(|| -> Result<_> {
+            let loss = net.loss(batch)?;
+            // The end of the forward pass holds the activations: sampled on the first step,
+            // which is not timed unless there is no warm-up.
+            let peak = (i == 0).then(memory).flatten();
+            let mut grads = GradientsParams::from_grads(loss.backward(), &net);
+            let buckets = reduce(&net, &mut grads);
+            let stepped = optim.step(1e-3, net, grads);
+            let loss: f64 = loss.into_scalar().elem();
+            Ok((stepped, loss, buckets, peak))
+        });
+        let (stepped, loss, buckets, peak) = stepped?;
+        sync()?;
+        let secs = start.elapsed().as_secs_f64();
+        net = stepped;
+        if i == 0 {
+            m.losses.0 = loss;
+            m.peak_bytes_per_rank = peak;
+        }
+        m.losses.1 = loss;
+        m.gradient_collectives = buckets;
+        m.other_collectives = counts.routes.values().sum::<u64>() - buckets as u64;
+        m.fallbacks = counts.total_fallbacks();
+        if i >= work.warmup {
+            m.step_s.push(secs);
+            m.comm_s.push(counts.comm_nanos as f64 * 1e-9);
+        }
+        eprintln!(
+            "bench: {label}: step {}/{total}{} {:.3} s, loss {loss:.4}",
+            i + 1,
+            if i < work.warmup { " (warm-up)" } else { "" },
+            secs
+        );
+    }
+    Ok(m)
+}
