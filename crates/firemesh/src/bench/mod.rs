@@ -118,8 +118,16 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
         .collect::<Result<_>>()?;
     std::fs::create_dir_all(&options.out)
         .map_err(|e| Error::Io(format!("cannot create {}: {e}", options.out.display())))?;
-    // Communication timed on its own: each sum first waits for the devices' queued work.
+    // Communication timed on its own: each sum first waits for the work queued on every rank
+    // (until the run returns, also when it fails).
+    struct Settled;
+    impl Drop for Settled {
+        fn drop(&mut self) {
+            stats::settle_before_comm(false);
+        }
+    }
     stats::settle_before_comm(true);
+    let settled = Settled;
     let mut out = Collected {
         rows: Vec::new(),
         notes,
@@ -156,7 +164,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
             }
         }
     }
-    stats::settle_before_comm(false);
+    drop(settled);
     let report = BenchReport::new(options, devices, out.rows, out.notes);
     print!("{}", report.markdown());
     report.write(&options.out)?;
