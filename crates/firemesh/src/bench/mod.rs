@@ -89,7 +89,8 @@ pub struct Sizes {
     pub image_size: usize,
     /// Asked for on the command line, else the runtime's default (capped by the context).
     pub seq_len: Option<usize>,
-    pub default_seq_len: usize,
+    /// Whether the defaults are a GPU's (batch per rank, sequence length).
+    pub gpu: bool,
 }
 
 /// A runtime to measure, with what it runs.
@@ -215,13 +216,13 @@ fn plan(o: &BenchOptions) -> Result<(Vec<Plan>, Vec<String>)> {
         batch_per_rank: o.batch_per_rank,
         image_size: o.image_size.unwrap_or(32),
         seq_len: o.seq_len,
-        default_seq_len: 128,
+        gpu: false,
     };
     let gpu_sizes = Sizes {
         batch_per_rank: o.batch_per_rank,
         image_size: o.image_size.unwrap_or(224),
         seq_len: o.seq_len,
-        default_seq_len: 1024,
+        gpu: true,
     };
     let models = |gpu: bool| match (o.models.is_empty(), gpu) {
         (false, _) => o.models.clone(),

@@ -21,6 +21,15 @@ pub const CLASSES: usize = 10;
 /// Vocabulary of the synthetic token sequences (bytes).
 pub const VOCAB: usize = 256;
 
+/// Tokens per sequence unless asked: 1,024 on a GPU, 128 on a CPU (at most the context).
+fn default_seq_len(gpu: bool) -> usize {
+    if gpu {
+        1024
+    } else {
+        128
+    }
+}
+
 /// A model and its per-rank batch, ready to measure.
 #[derive(Debug, Clone)]
 pub struct Work {
@@ -37,13 +46,14 @@ pub struct Work {
 
 impl Work {
     pub fn new(model: ModelName, sizes: Sizes, o: &BenchOptions) -> Result<Self> {
-        let gpu = sizes.image_size >= 128;
-        let per_rank = sizes.batch_per_rank.unwrap_or(match (model.is_gpt(), gpu) {
-            (false, false) => 4,
-            (false, true) => 64,
-            (true, false) => 4,
-            (true, true) => 8,
-        });
+        let per_rank = sizes
+            .batch_per_rank
+            .unwrap_or(match (model.is_gpt(), sizes.gpu) {
+                (false, false) => 4,
+                (false, true) => 64,
+                (true, false) => 4,
+                (true, true) => 8,
+            });
         let net = NetConfig::new(model, CLASSES, sizes.image_size, VOCAB)?;
         let seq_len = match (&net, sizes.seq_len) {
             (NetConfig::Gpt(c), Some(s)) if s > c.context_length => {
@@ -53,8 +63,8 @@ impl Work {
                 )))
             }
             (_, Some(s)) => s,
-            (NetConfig::Gpt(c), None) => sizes.default_seq_len.min(c.context_length),
-            (NetConfig::ResNet(_), None) => sizes.default_seq_len,
+            (NetConfig::Gpt(c), None) => default_seq_len(sizes.gpu).min(c.context_length),
+            (NetConfig::ResNet(_), None) => default_seq_len(sizes.gpu),
         };
         Ok(Self {
             model,
