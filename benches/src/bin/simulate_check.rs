@@ -14,12 +14,15 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 use burn_flex::{Flex, FlexDevice};
+use burn_wgpu::{Wgpu, WgpuDevice};
 use clap::Parser;
+use cubecl::wgpu::WgpuRuntime;
 use firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
 use firemesh::backend::{shard, shard_int, stats, Mesh, Sharded};
+use firemesh::collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
 use firemesh::collective::{ReduceOp, TensorCollectives};
 use firemesh::grads::reduce_gradients;
-use firemesh::mesh::DeviceMesh;
+use firemesh::mesh::{sharded_on_group, DeviceMesh};
 use firemesh::simulate::per_op_seconds;
 use firemesh_benches::{median, write_results};
 use firemesh_resnet::{ResNet, ResNetConfig};
@@ -31,8 +34,9 @@ use std::time::Instant;
 
 #[derive(Parser)]
 struct Args {
-    /// Global batch (split over the ranks).
-    #[arg(long, default_value_t = 32)]
+    /// Global batch (split over the ranks). At 64, lavapipe's per-dispatch latency, which
+    /// the clients overlap and a serial model adds up, stays below a tenth of a rank's step.
+    #[arg(long, default_value_t = 64)]
     batch: usize,
     /// Image side in pixels.
     #[arg(long, default_value_t = 32)]
@@ -42,15 +46,16 @@ struct Args {
     steps: usize,
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     ranks: Vec<usize>,
+    /// Meshes to check: `cpu` (Flex), `wgpu` (one client per rank; lavapipe without a GPU).
+    #[arg(long, value_delimiter = ',', default_value = "cpu,wgpu")]
+    runtimes: Vec<String>,
     #[arg(long, default_value = "benches/results")]
     out: String,
 }
 
-type One = Autodiff<Flex>;
-type Many = Autodiff<Sharded<Flex>>;
-
 #[derive(Serialize)]
 struct Row {
+    runtime: String,
     ranks: usize,
     /// Plain Flex at the per-rank batch.
     one_device_ms: f64,
@@ -78,6 +83,8 @@ struct Counted {
 /// One training setup stepped in turns with another, so that machine noise hits both alike.
 struct Setup<B: AutodiffBackend, P, S> {
     model: Option<ResNet<B>>,
+    /// Synced at the end of each step, so that a queueing runtime's work counts.
+    device: B::Device,
     optim: burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<B::InnerBackend>, ResNet<B>, B>,
     place: P,
     sum_grads: S,
@@ -92,9 +99,10 @@ where
     P: Fn(&TensorData, &TensorData) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
     S: Fn(&ResNet<B>, &mut GradientsParams) -> usize,
 {
-    fn new(model: ResNet<B>, place: P, sum_grads: S) -> Self {
+    fn new(model: ResNet<B>, device: B::Device, place: P, sum_grads: S) -> Self {
         Setup {
             model: Some(model),
+            device,
             optim: SgdConfig::new().init::<B, ResNet<B>>(),
             place,
             sum_grads,
@@ -120,6 +128,7 @@ where
         let (_, reduce) = stats::count(|| (self.sum_grads)(&model, &mut grads));
         let (next, update) = stats::count(|| self.optim.step(0.05, model, grads));
         self.model = Some(next);
+        B::sync(&self.device).expect("sync");
         assert!(loss.is_finite());
         if keep {
             self.times.push(start.elapsed().as_secs_f64());
@@ -153,17 +162,35 @@ fn parameter_bytes<B: Backend>(m: &ResNet<B>) -> (Vec<u64>, f64) {
     (s.0.iter().map(|p| p.1).collect(), mean)
 }
 
-/// α and β of the CPU group's all-reduce over `n` ranks, fitted to one-shot's
-/// `α + (n - 1) M / β` at 64 bytes and at `bytes`.
-fn fit_link(n: usize, bytes: usize) -> Link {
+/// α and β of the CPU group's all-reduce over `n` ranks (see [`fit_group`]).
+fn fit_cpu_link(n: usize, bytes: usize) -> Link {
     let group = DeviceMesh::cpu_group(n).expect("group");
+    fit_group::<Flex, _>(&group, &vec![FlexDevice; n], bytes)
+}
+
+/// α and β of a wgpu group's all-reduce over `devices` (see [`fit_group`]).
+fn fit_wgpu_link(devices: &[WgpuDevice], bytes: usize) -> Link {
+    let group = DeviceMesh::wgpu_group(devices).expect("group");
+    fit_group::<Wgpu, _>(&group, devices, bytes)
+}
+
+/// α and β of `group`'s all-reduce over `devices`, fitted to one-shot's
+/// `α + (n - 1) M / β` at 64 bytes and at `bytes` (medians of 21, devices synced).
+fn fit_group<B: Backend, G: TensorCollectives<B>>(
+    group: &G,
+    devices: &[B::Device],
+    bytes: usize,
+) -> Link {
+    let n = devices.len();
     let time = |len: usize| {
         let mut samples: Vec<f64> = (0..21)
             .map(|_| {
-                let parts: Vec<Tensor<Flex, 1>> =
-                    (0..n).map(|_| Tensor::ones([len], &FlexDevice)).collect();
+                let parts: Vec<Tensor<B, 1>> =
+                    devices.iter().map(|d| Tensor::ones([len], d)).collect();
+                devices.iter().for_each(|d| B::sync(d).expect("sync"));
                 let start = Instant::now();
                 let out = group.all_reduce_tensors(parts, ReduceOp::Sum).expect("sum");
+                devices.iter().for_each(|d| B::sync(d).expect("sync"));
                 let secs = start.elapsed().as_secs_f64();
                 drop(out);
                 secs
@@ -174,7 +201,7 @@ fn fit_link(n: usize, bytes: usize) -> Link {
     let (small, large) = (time(16), time(bytes.max(1024) / 4));
     let alpha = small;
     let beta = (n - 1) as f64 * bytes.max(1024) as f64 / (large - small).max(1e-9);
-    Link::custom("cpu group", alpha * 1e6, beta / 1e9).expect("fitted link")
+    Link::custom("fitted", alpha * 1e6, beta / 1e9).expect("fitted link")
 }
 
 fn data(n: usize, size: usize) -> (TensorData, TensorData) {
@@ -188,9 +215,16 @@ fn data(n: usize, size: usize) -> (TensorData, TensorData) {
     )
 }
 
-fn main() {
-    let args = Args::parse();
-    let flex_op = per_op_seconds::<Flex>(&FlexDevice, 2000, 7);
+/// The rows of one runtime: for each rank count, the one-device and one-rank profiles and the
+/// N-rank mesh stepped in turns, and the simulator's predictions from each profile.
+fn validate<B: Backend>(
+    args: &Args,
+    runtime: &str,
+    device: B::Device,
+    mesh_of: impl Fn(usize) -> Mesh<B::Device>,
+    fit_link: impl Fn(usize, usize) -> Link,
+) -> Vec<Row> {
+    let inner_op = per_op_seconds::<B>(&device, 2000, 7);
     let mut rows = Vec::new();
     for &n in &args.ranks {
         let per_rank = args.batch / n;
@@ -198,41 +232,37 @@ fn main() {
         // stepped in turns.
         let small = data(per_rank, args.size);
         let full = data(per_rank * n, args.size);
-        let mesh = Mesh::replicate(FlexDevice, n).expect("mesh");
+        let mesh = mesh_of(n);
         mesh.set_parallel(false);
+        let on_device = device.clone();
         let mut one = Setup::new(
-            model::<One>(&FlexDevice),
-            |x: &TensorData, y: &TensorData| {
+            model::<Autodiff<B>>(&device),
+            device.clone(),
+            move |x: &TensorData, y: &TensorData| {
                 (
-                    Tensor::from_data(x.clone(), &FlexDevice),
-                    Tensor::from_data(y.clone(), &FlexDevice),
+                    Tensor::from_data(x.clone(), &on_device),
+                    Tensor::from_data(y.clone(), &on_device),
                 )
             },
-            |_: &ResNet<One>, _: &mut GradientsParams| 0,
+            |_: &ResNet<Autodiff<B>>, _: &mut GradientsParams| 0,
         );
         // One rank of firemesh at the per-rank batch: the same placement rules, no peers.
-        let lone = Mesh::replicate(FlexDevice, 1).expect("mesh");
+        let lone = mesh_of(1);
         lone.set_parallel(false);
         let mut rank = Setup::new(
-            model::<Many>(&lone),
-            |x: &TensorData, y: &TensorData| {
-                let x = Tensor::from_data(x.clone(), &lone);
-                let y = Tensor::from_data(y.clone(), &lone);
-                (shard(x, 0).expect("shard"), shard_int(y, 0).expect("shard"))
-            },
-            |_: &ResNet<Many>, _: &mut GradientsParams| 0,
+            model::<Autodiff<Sharded<B>>>(&lone),
+            lone.clone(),
+            sharded_batch(lone.clone()),
+            |_: &ResNet<Autodiff<Sharded<B>>>, _: &mut GradientsParams| 0,
         );
-        let m = model::<Many>(&mesh);
+        let m = model::<Autodiff<Sharded<B>>>(&mesh);
         let (grad_bytes, stat_bytes) = parameter_bytes(&m);
         let mut many = Setup::new(
             m,
-            |x: &TensorData, y: &TensorData| {
-                let x = Tensor::from_data(x.clone(), &mesh);
-                let y = Tensor::from_data(y.clone(), &mesh);
-                (shard(x, 0).expect("shard"), shard_int(y, 0).expect("shard"))
-            },
-            |m: &ResNet<Many>, g: &mut GradientsParams| {
-                reduce_gradients::<Flex, _>(m, g, DEFAULT_BUCKET_BYTES)
+            mesh.clone(),
+            sharded_batch(mesh.clone()),
+            |m: &ResNet<Autodiff<Sharded<B>>>, g: &mut GradientsParams| {
+                reduce_gradients::<B, _>(m, g, DEFAULT_BUCKET_BYTES)
             },
         );
         for step in 0..=args.steps {
@@ -249,15 +279,15 @@ fn main() {
                 .collect::<Vec<_>>()
         };
         println!(
-            "N={n}: one device {:?} ms, one rank {:?} ms, mesh {:?} ms",
+            "{runtime} N={n}: one device {:?} ms, one rank {:?} ms, mesh {:?} ms",
             ms(&one.times),
             ms(&rank.times),
             ms(&many.times)
         );
         let counted = many.counted;
         // The simulator's inputs: host overhead per op beyond what the profile already holds.
-        let sharded_op = per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 7);
-        let lone_op = per_op_seconds::<Sharded<Flex>>(&lone, 2000, 7);
+        let sharded_op = per_op_seconds::<Sharded<B>>(&mesh, 2000, 7);
+        let lone_op = per_op_seconds::<Sharded<B>>(&lone, 2000, 7);
         let total: u64 = grad_bytes.iter().sum();
         let link = if n > 1 {
             fit_link(n, total as usize)
@@ -295,9 +325,10 @@ fn main() {
             };
             predict(&profile, &scenario, n)
         };
-        let from_device = predicted(one_s, sharded_op - n as f64 * flex_op);
+        let from_device = predicted(one_s, sharded_op - n as f64 * inner_op);
         let from_rank = predicted(rank_s, sharded_op - n as f64 * lone_op);
         let row = Row {
+            runtime: runtime.into(),
             ranks: n,
             one_device_ms: one_s * 1e3,
             one_rank_ms: rank_s * 1e3,
@@ -313,7 +344,7 @@ fn main() {
             error_from_rank: from_rank.step_s / measured_s - 1.0,
         };
         println!(
-            "N={n}: measured {:.1} ms; predicted from one device {:.1} ms ({:+.1}%), from one rank {:.1} ms ({:+.1}%)",
+            "{runtime} N={n}: measured {:.1} ms; predicted from one device {:.1} ms ({:+.1}%), from one rank {:.1} ms ({:+.1}%)",
             row.measured_ms,
             row.from_device_ms,
             100.0 * row.error_from_device,
@@ -322,26 +353,89 @@ fn main() {
         );
         rows.push(row);
     }
+    rows
+}
+
+/// Places a batch on `mesh`, sharded on the batch dimension.
+fn sharded_batch<B: Backend>(
+    mesh: Mesh<B::Device>,
+) -> impl Fn(
+    &TensorData,
+    &TensorData,
+) -> (
+    Tensor<Autodiff<Sharded<B>>, 4>,
+    Tensor<Autodiff<Sharded<B>>, 1, Int>,
+) {
+    move |x, y| {
+        let x = Tensor::from_data(x.clone(), &mesh);
+        let y = Tensor::from_data(y.clone(), &mesh);
+        (shard(x, 0).expect("shard"), shard_int(y, 0).expect("shard"))
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for runtime in &args.runtimes {
+        match runtime.as_str() {
+            "cpu" => rows.extend(validate::<Flex>(
+                &args,
+                "cpu",
+                FlexDevice,
+                |n| Mesh::replicate(FlexDevice, n).expect("mesh"),
+                fit_cpu_link,
+            )),
+            "wgpu" => match wgpu_devices(args.ranks.iter().copied().max().unwrap_or(1)) {
+                Ok(devices) => {
+                    let name = wgpu_adapter().map_or_else(|e| e.to_string(), |a| a.0);
+                    notes.push(format!("wgpu adapter: {name}"));
+                    rows.extend(validate::<Wgpu>(
+                        &args,
+                        "wgpu",
+                        devices[0].clone(),
+                        |n| {
+                            sharded_on_group::<WgpuRuntime, Wgpu>(&devices[..n]).expect("wgpu mesh")
+                        },
+                        |n, bytes| fit_wgpu_link(&devices[..n], bytes),
+                    ))
+                }
+                Err(e) => notes.push(format!("wgpu left out: {e}")),
+            },
+            other => panic!("--runtimes: unknown runtime {other:?} (cpu or wgpu)"),
+        }
+    }
+    let worst = rows
+        .iter()
+        .map(|r| r.error_from_rank.abs())
+        .fold(0.0, f64::max);
     let mut md = format!(
-        "# Simulator against the CPU mesh (validation a)\n\n\
-         Tiny ResNet, global batch {} of 3×{s}×{s}, SGD; CPU mesh on Flex, ranks in turn on one \
-         thread ({} CPU cores). For each N the simulator (serial scenario: compute, sums and host \
-         time add up) gets a one-device step measured at the per-rank batch, either on plain Flex \
-         or on `Sharded<Flex>` with one rank; the op and sum counts of the sharded step; the host \
-         time per op through `Sharded` beyond what that profile holds (tiny-op timings); and α–β of \
-         the CPU group's all-reduce fitted at 64 B and at the gradient size. It predicts the \
-         N-rank step, measured in the same run, setups taking turns step by step (medians of {} \
-         steps). Absolute times of this machine; errors are predicted / measured − 1.\n\n\
-         | N | one device at B/N, ms | one rank at B/N, ms | ops | blocking sums | gradient collectives | α µs | GB/s | measured ms | predicted from one device | predicted from one rank |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "# Simulator against the CPU and lavapipe meshes (validation a)\n\n\
+         Tiny ResNet, global batch {} of 3×{s}×{s}, SGD, on {} CPU cores. Meshes: `cpu` is \
+         `Sharded<Flex>`; `wgpu` is `Sharded<Wgpu>` with one wgpu client per rank (on a machine \
+         without a GPU, Mesa's lavapipe: every client's kernels run on the same CPU cores). Ranks \
+         are issued in turn on one thread, so the scenario is serial: compute, sums and host time \
+         add up. For each N the simulator gets a one-device step measured at the per-rank batch, \
+         either on the plain inner backend or on `Sharded` with one rank; the op and sum counts \
+         of the sharded step; the host time per op through `Sharded` beyond what that profile \
+         holds (tiny-op timings); and α–β of the mesh's all-reduce fitted at 64 B and at the \
+         gradient size. It predicts the N-rank step, measured in the same run, setups taking \
+         turns step by step (medians of {} steps, each ending with a device sync). Absolute \
+         times of this machine; errors are predicted / measured − 1. Largest error predicted \
+         from one rank: {:.1}% (bound: 15%).\n\n{}\
+         | mesh | N | one device at B/N, ms | one rank at B/N, ms | ops | blocking sums | gradient collectives | α µs | GB/s | measured ms | predicted from one device | predicted from one rank |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         args.batch,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         args.steps,
+        100.0 * worst,
+        notes.iter().map(|n| format!("{n}.\n\n")).collect::<String>(),
         s = args.size,
     );
     for r in &rows {
         md += &format!(
-            "| {} | {:.1} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.1} ms ({:+.1}%) | {:.1} ms ({:+.1}%) |\n",
+            "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.1} ms ({:+.1}%) | {:.1} ms ({:+.1}%) |\n",
+            r.runtime,
             r.ranks,
             r.one_device_ms,
             r.one_rank_ms,

@@ -41,7 +41,7 @@ pub(crate) fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>)
 
 /// The tensor's value as host data: gathered or summed onto rank 0 first when needed.
 pub(crate) fn into_data<B: Backend, K: Kind<B>>(t: ShardedTensor<B, K>) -> TensorData {
-    let (parts, placement, mesh) = t.into_split();
+    let (parts, placement, mesh) = t.with_known_sum().into_split();
     let mut whole = match placement {
         Placement::Replicated => parts,
         Placement::Shard(d) => route::gather::<B, K>(parts, d, &mesh, To::FirstRank),

@@ -28,8 +28,10 @@ pub(crate) fn apply_want<B: Backend, K: Kind<B>>(t: T<B, K>, want: &Want) -> T<B
     }
 }
 
-/// The same value, held whole by every rank.
+/// The same value, held whole by every rank. A `Partial` tensor's sum is left for its clones.
 pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
+    let t = t.with_known_sum();
+    let for_clones = t.sum_for_clones();
     let (parts, placement, mesh) = t.into_split();
     let parts = match placement {
         Placement::Replicated => parts,
@@ -39,7 +41,11 @@ pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
         }
         Placement::Partial => {
             stats::redistribution(Redistribution::PartialToReplicated);
-            route::sum::<B, K>(parts, &mesh, To::EveryRank)
+            let sums = route::sum::<B, K>(parts, &mesh, To::EveryRank);
+            if let Some(shared) = for_clones {
+                let _ = shared.set(sums.clone());
+            }
+            sums
         }
     };
     T::new(parts, Placement::Replicated, mesh)

@@ -50,6 +50,8 @@ pub struct Counts {
     /// Elements each rank contributed to sums across ranks (gradient buckets included).
     /// Counted as `ops` is.
     pub summed_elements: u64,
+    /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
+    pub sums_reused: u64,
 }
 
 impl Counts {
@@ -84,6 +86,7 @@ impl Counts {
         self.on_rank_threads += other.on_rank_threads;
         self.comm_nanos += other.comm_nanos;
         self.summed_elements += other.summed_elements;
+        self.sums_reused += other.sums_reused;
     }
 }
 
@@ -173,6 +176,10 @@ pub(crate) fn redistribution(kind: Redistribution) {
         *c.redistributions.entry(kind).or_default() += 1;
         *c.redistributions_by_op.entry((op, kind)).or_default() += 1;
     });
+}
+
+pub(crate) fn sum_reused() {
+    record(|c| c.sums_reused += 1);
 }
 
 pub(crate) fn route(route: Route) {

@@ -9,14 +9,22 @@ use crate::part::Part;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One inner tensor per rank of `mesh`, laid out as its placement says. `K` is the tensor kind
 /// (float, int, bool, quantized).
 pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     state: State<B, K>,
     pub(crate) mesh: Mesh<B::Device>,
+    /// A `Partial` tensor's sum over the ranks, shared with its clones: made when a `Partial`
+    /// tensor is first cloned, filled by the first clone to be summed (see [`SharedSum`]).
+    sum: OnceLock<SharedSum<K::P>>,
 }
+
+/// The sum of a `Partial` value, one part per rank, for every clone of it. Burn's BatchNorm
+/// uses its batch mean twice (to centre the input for the variance, and in the output), so
+/// without it each statistic was summed across the ranks once per use.
+type SharedSum<P> = Arc<OnceLock<Vec<P>>>;
 
 enum State<B: Backend, K: Kind<B>> {
     Ready {
@@ -49,6 +57,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         Self {
             state: State::Ready { parts, placement },
             mesh,
+            sum: OnceLock::new(),
         }
     }
 
@@ -57,6 +66,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         Self {
             state: State::Pending(Arc::new(pending)),
             mesh,
+            sum: OnceLock::new(),
         }
     }
 
@@ -69,6 +79,25 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         };
         let (parts, placement) = pending.take(&self.mesh, blocks);
         Self::new(parts.to_vec(), *placement, self.mesh)
+    }
+
+    /// A `Partial` tensor whose sum a clone of it has already computed, as that sum
+    /// (`Replicated`); every other tensor as it is.
+    pub(crate) fn with_known_sum(self) -> Self {
+        let known = self.sum.get().and_then(|s| s.get());
+        match known {
+            Some(parts) if self.placement() == Placement::Partial => {
+                crate::stats::sum_reused();
+                Self::new(parts.clone(), Placement::Replicated, self.mesh)
+            }
+            _ => self,
+        }
+    }
+
+    /// Where to leave this `Partial` tensor's sum for its clones: `None` when no clone of it
+    /// is alive (nothing would read it).
+    pub(crate) fn sum_for_clones(&self) -> Option<SharedSum<K::P>> {
+        self.sum.get().filter(|s| Arc::strong_count(s) > 1).cloned()
     }
 
     /// Whether this is a random draw that no op has taken yet.
@@ -116,7 +145,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// As [`ShardedTensor::into_split`], without waiting for rank threads.
     pub(crate) fn into_issued(self) -> (Vec<Part<K::P>>, Placement, Mesh<B::Device>) {
-        let Self { state, mesh } = self.drawn(None);
+        let Self { state, mesh, .. } = self.drawn(None);
         match state {
             State::Ready { parts, placement } => (parts, placement, mesh),
             State::Pending(_) => unreachable!("drawn tensors are ready"),
@@ -159,9 +188,14 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             },
             State::Pending(p) => State::Pending(p.clone()),
         };
+        let sum = OnceLock::new();
+        if self.placement() == Placement::Partial {
+            let _ = sum.set(self.sum.get_or_init(SharedSum::default).clone());
+        }
         Self {
             state,
             mesh: self.mesh.clone(),
+            sum,
         }
     }
 }

@@ -135,6 +135,7 @@ fn prepare<B: Backend, I: Operands<B>>(
 ) -> Ready<B, I> {
     stats::op();
     let mesh = inputs.mesh(op);
+    let inputs = inputs.with_known_sums();
     let metas = inputs.metas();
     let plan = rule(&metas);
     debug_assert_eq!(plan.wants.len(), metas.len(), "{op}: one want per operand");

@@ -20,6 +20,11 @@ pub(crate) trait Operand<B: Backend>: Sized {
     /// One rank's share as split off: parts that the rank's thread may still be computing.
     type Issued: Send + 'static;
     fn mesh(&self) -> Option<&Mesh<B::Device>>;
+    /// Its `Partial` tensors whose sum a clone has computed, as that sum (before the rule
+    /// looks at them).
+    fn with_known_sums(self) -> Self {
+        self
+    }
     /// Appends the metas of its tensors (none for an absent optional tensor or the mesh).
     fn metas(&self, out: &mut Vec<Meta>);
     /// Redistributes its tensors, taking one want per tensor.
@@ -38,6 +43,9 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     type Issued = Part<K::P>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.mesh)
+    }
+    fn with_known_sums(self) -> Self {
+        self.with_known_sum()
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         out.push(Meta::of(self));
@@ -58,6 +66,9 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
     type Issued = Option<T::Issued>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.as_ref().and_then(T::mesh)
+    }
+    fn with_known_sums(self) -> Self {
+        self.map(T::with_known_sums)
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         if let Some(t) = self {
@@ -83,6 +94,9 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
     type Issued = Vec<T::Issued>;
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.iter().find_map(T::mesh)
+    }
+    fn with_known_sums(self) -> Self {
+        self.into_iter().map(T::with_known_sums).collect()
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.iter().for_each(|t| t.metas(out));
@@ -111,6 +125,9 @@ impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
     type Issued = (X::Issued, Y::Issued);
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.0.mesh().or(self.1.mesh())
+    }
+    fn with_known_sums(self) -> Self {
+        (self.0.with_known_sums(), self.1.with_known_sums())
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.0.metas(out);
@@ -158,6 +175,12 @@ impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
         match self {
             TensorPrimitive::Float(t) => Some(&t.mesh),
             TensorPrimitive::QFloat(t) => Some(&t.mesh),
+        }
+    }
+    fn with_known_sums(self) -> Self {
+        match self {
+            TensorPrimitive::Float(t) => TensorPrimitive::Float(t.with_known_sum()),
+            q => q,
         }
     }
     fn metas(&self, out: &mut Vec<Meta>) {
@@ -228,6 +251,7 @@ pub(crate) trait Operands<B: Backend>: Sized {
     type Issued: Send + 'static;
     /// The mesh every operand lives on; operands from two meshes are a usage error.
     fn mesh(&self, op: &str) -> Mesh<B::Device>;
+    fn with_known_sums(self) -> Self;
     fn metas(&self) -> Vec<Meta>;
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
     fn split(self, ranks: usize) -> Vec<Self::Issued>;
@@ -254,6 +278,10 @@ macro_rules! tuple_operands {
             fn mesh(&self, op: &str) -> Mesh<B::Device> {
                 let ($($t,)+) = self;
                 common_mesh(&[$($t.mesh()),+], op)
+            }
+            fn with_known_sums(self) -> Self {
+                let ($($t,)+) = self;
+                ($($t.with_known_sums(),)+)
             }
             fn metas(&self) -> Vec<Meta> {
                 let ($($t,)+) = self;

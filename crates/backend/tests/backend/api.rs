@@ -94,6 +94,43 @@ fn a_product_sums_a_small_partial_operand_before_it_broadcasts() {
 }
 
 #[test]
+fn clones_of_a_partial_tensor_share_one_sum() {
+    let mesh = mesh(3);
+    let (g, r) = (rand([4, 5], 6), rand([4, 5], 7));
+    let partial = redistribute(
+        Tensor::<S, 2>::from_data(g.to_data(), &mesh),
+        Placement::Partial,
+    );
+    let replicated = Tensor::<S, 2>::from_data(r.to_data(), &mesh);
+    // As BatchNorm uses its batch mean: once where a non-linear op needs its sum, once more
+    // (detached, scaled) beside a replicated tensor, and squared.
+    let ((e, scaled, squared), counts) = stats::count(|| {
+        let e = partial.clone().exp();
+        let scaled = partial.clone().mul_scalar(0.5) + replicated.clone();
+        let squared = partial.clone() * partial.clone();
+        (e, scaled, squared)
+    });
+    let sums = counts
+        .redistributions
+        .get(&stats::Redistribution::PartialToReplicated)
+        .copied();
+    assert_eq!(sums, Some(1), "{counts:?}");
+    assert_eq!(counts.sums_reused, 3, "{counts:?}");
+    assert_eq!(placement(&scaled), Placement::Replicated);
+    assert_close(e.into_data(), g.clone().exp().into_data(), 1e-6, "exp");
+    let expected = g.clone().mul_scalar(0.5) + r;
+    assert_close(scaled.into_data(), expected.into_data(), 1e-6, "scaled");
+    assert_close(
+        squared.into_data(),
+        (g.clone() * g).into_data(),
+        1e-6,
+        "squared",
+    );
+    // The original is still the same Partial value.
+    assert_eq!(placement(&partial), Placement::Partial);
+}
+
+#[test]
 fn a_reshape_recuts_blocks_that_do_not_fill_whole_rows() {
     let mesh = mesh(3);
     let x = rand([20], 5);
