@@ -19,7 +19,9 @@ build)
     test_bin=$(cargo test --release -p firemesh-collective --test collective --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*/collective-[^"]*"' | tail -1 | cut -d'"' -f4)
     cp "$test_bin" "$OUT/cuda_collectives"
-    cargo build --release -p firemesh-benches --features burn-collective --bin allreduce
+    # `nccl` turns on Burn's `distributed` feature for this binary only (the Burn crates are
+    # rebuilt once for it).
+    cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce
     cp target/release/allreduce "$OUT/allreduce"
     cargo build --release -p firemesh --bin firemesh
     cp target/release/firemesh "$OUT/firemesh"
@@ -113,9 +115,11 @@ run)
         fi
     }
     step "1 vs 2 ranks" compare
-    # Bandwidth table (CUDA rows, with burn-collective on NdArray beside it; the table is
-    # rewritten after each rank count, so a time limit still leaves the rows measured).
-    step "allreduce benchmark" timeout 140 "$OUT/allreduce" --no-wgpu --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
+    # Bandwidth table: CUDA rows beside NCCL's all-reduce on the same sizes (where the ranks
+    # are on distinct GPUs: NCCL takes a GPU once per communicator), the device's copy
+    # bandwidth (the HBM bound) and burn-collective on Flex; the table is rewritten after each
+    # rank count, so a time limit still leaves the rows measured.
+    step "allreduce benchmark" timeout 140 "$OUT/allreduce" --no-wgpu --nccl --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
     # Zoo throughput through Sharded<Cuda> against plain Burn CUDA and burn-train's MultiDevice:
     # ResNet-50 at batch 256 on one rank (the overhead), then N logical ranks of 64 images or
     # 8 GPT-2 sequences each (weak scaling; with one GPU they share it).

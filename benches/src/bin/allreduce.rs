@@ -1,5 +1,6 @@
 //! All-reduce bandwidth: ours against burn-collective's ring on the same data, side by side in one
-//! run, with the host memcpy bound. Writes benches/results/allreduce.{json,md}.
+//! run, with the host memcpy bound; on CUDA also against NCCL (feature `nccl`) and the device's
+//! own copy bandwidth. Writes benches/results/allreduce.{json,md}.
 //!
 //! cargo run --release -p firemesh-benches --features burn-collective --bin allreduce -- --max-mib 16
 
@@ -39,6 +40,9 @@ struct Args {
     /// Move wgpu data with the runtime's client copy instead of the default staged transport.
     #[arg(long)]
     wgpu_client_copy: bool,
+    /// Also time NCCL's all-reduce on the CUDA rows (needs the `nccl` feature and libnccl).
+    #[arg(long)]
+    nccl: bool,
     /// Output folder.
     #[arg(long, default_value = "benches/results")]
     out: String,
@@ -68,12 +72,32 @@ fn main() {
     let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
     md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on Flex run on the same data in the same run;\n";
     md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on Flex only.\n\n";
-    md += "| N | size | ours cuda | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|\n";
+    md += "| N | size | ours cuda | NCCL cuda | ours/NCCL | cuda copy | ours cuda / copy | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    let mut nccl_notes = Vec::new();
+    // The device's copy bandwidth per size (on the first GPU), measured once.
+    let copies: Vec<Option<f64>> = sizes
+        .iter()
+        .map(|&bytes| {
+            let device = cuda.first()?;
+            let row = copy_point::<burn_cuda::Cuda>(device, bytes / 4, args.iters);
+            let gbps = row.algbw_gbps;
+            rows.push(row);
+            Some(gbps)
+        })
+        .collect();
     for &n in &args.ranks {
-        for &bytes in &sizes {
+        for (&bytes, copy) in sizes.iter().zip(&copies) {
             let len = bytes / 4;
             let memcpy = memcpy_gbps(bytes);
+            let nccl_row = (args.nccl && !cuda.is_empty())
+                .then(|| {
+                    let devices: Vec<_> = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
+                    nccl_point(&devices, len, args.iters)
+                        .map_err(|e| nccl_notes.push(format!("N={n}, {}: {e}", size_label(bytes))))
+                        .ok()
+                })
+                .flatten();
             let cuda_row = (!cuda.is_empty()).then_some(()).and_then(|()| {
                 let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
                 device_point(
@@ -112,10 +136,20 @@ fn main() {
                 r.as_ref()
                     .map_or("–".into(), |r| format!("{:.3}", r.busbw_gbps / memcpy))
             };
+            let vs_nccl = match (&nccl_row, &cuda_row) {
+                (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
+                _ => "–".into(),
+            };
+            let vs_copy = match (copy, &cuda_row) {
+                (Some(c), Some(o)) => format!("{:.3}", o.busbw_gbps / c),
+                _ => "–".into(),
+            };
             let line = format!(
-                "| {n} | {} | {} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
+                "| {n} | {} | {} | {} | {vs_nccl} | {} | {vs_copy} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
                 size_label(bytes),
                 bw(&cuda_row),
+                bw(&nccl_row),
+                copy.map_or("–".into(), |c| format!("{c:.1}")),
                 bw(&wgpu_row),
                 bw(&ours_cpu),
                 bw(&peer_cpu),
@@ -125,7 +159,7 @@ fn main() {
             print!("{line}");
             md += &line;
             rows.extend(
-                [cuda_row, wgpu_row, ours_cpu, peer_cpu]
+                [cuda_row, nccl_row, wgpu_row, ours_cpu, peer_cpu]
                     .into_iter()
                     .flatten(),
             );
@@ -167,6 +201,17 @@ fn main() {
             "\nThe Flex columns stop at {} MiB (`--cpu-max-mib`).\n",
             args.cpu_max_mib
         );
+    }
+    md += "\nOn CUDA, `NCCL` is NCCL's all-reduce as Burn's `DistributedBackend::all_reduce` \
+           issues it (through CubeCL, one thread per rank), on buffers of the same size; `cuda copy` \
+           is one device copy of the buffer (bytes copied per second, each read once and written \
+           once) on the first GPU: an all-reduce over ranks that share one GPU moves at least \
+           (3N - 1) buffers through its memory, so its busbw stays below 4(N-1)/(N(3N-1)) of it.\n";
+    if args.nccl && !nccl_notes.is_empty() {
+        md += "\nNCCL points left out:\n";
+        for note in &nccl_notes {
+            md += &format!("- {note}\n");
+        }
     }
     if let Some(reason) = no_cuda {
         md += &format!("\nNo CUDA rows on the machine that ran this table: {reason}.\n");
@@ -285,4 +330,95 @@ fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
 #[cfg(not(feature = "burn-collective"))]
 fn peer_point(_n: usize, _len: usize, _iters: usize) -> Option<Row> {
     None
+}
+
+/// The device's copy bandwidth: `x + 0` into a new buffer reads and writes each byte once, as a
+/// copy does (bytes copied per second: the row's algbw).
+fn copy_point<B: burn_tensor::backend::Backend>(
+    device: &B::Device,
+    len: usize,
+    iters: usize,
+) -> Row {
+    let x = Tensor::<B, 1>::ones([len], device);
+    let secs = time_median(iters, || {
+        B::sync(device).expect("sync");
+        let mut out = None;
+        let secs = seconds(|| {
+            out = Some(x.clone().add_scalar(0.0));
+            B::sync(device).expect("sync");
+        });
+        drop(out);
+        secs
+    });
+    Row::new("device-copy", "cuda", 1, len * 4, secs)
+}
+
+/// NCCL's all-reduce on `devices` (one thread per rank, as NCCL needs), through Burn's
+/// `DistributedBackend::all_reduce` on CubeCL's CUDA runtime; the error text where NCCL or
+/// the devices refuse (NCCL takes each GPU once per communicator).
+#[cfg(feature = "nccl")]
+fn nccl_point(devices: &[burn_cuda::CudaDevice], len: usize, iters: usize) -> Result<Row, String> {
+    use burn_backend::distributed::{DistributedBackend, ReduceOperation};
+    use burn_backend::DeviceOps;
+    use burn_cuda::Cuda;
+    use std::sync::{Barrier, Mutex};
+    let n = devices.len();
+    let ids: Vec<_> = devices.iter().map(DeviceOps::id).collect();
+    if ids.iter().enumerate().any(|(i, id)| ids[..i].contains(id)) {
+        return Err("NCCL takes each GPU once per communicator; these ranks share one".into());
+    }
+    let barrier = Barrier::new(n);
+    let samples = Mutex::new(Vec::new());
+    let run = |r: usize| {
+        let device = &devices[r];
+        let mut x = Tensor::<Cuda, 1>::ones([len], device)
+            .into_primitive()
+            .tensor();
+        for i in 0..=iters {
+            Cuda::sync(device).map_err(|e| format!("{e:?}"))?;
+            barrier.wait();
+            let secs = seconds(|| {
+                x = Cuda::all_reduce(x.clone(), ReduceOperation::Sum, ids.clone()).resolve();
+                Cuda::sync(device).expect("sync");
+            });
+            if r == 0 && i > 0 {
+                samples.lock().unwrap().push(secs);
+            }
+        }
+        Ok::<(), String>(())
+    };
+    let outcomes: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n).map(|r| s.spawn(move || run(r))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|p| {
+                    Err(p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panicked".into()))
+                })
+            })
+            .collect()
+    });
+    outcomes.into_iter().collect::<Result<Vec<()>, String>>()?;
+    let mut samples = samples.into_inner().unwrap();
+    samples.sort_by(f64::total_cmp);
+    Ok(Row::new(
+        "nccl",
+        "cuda",
+        n,
+        len * 4,
+        samples[samples.len() / 2],
+    ))
+}
+
+#[cfg(not(feature = "nccl"))]
+fn nccl_point(
+    _devices: &[burn_cuda::CudaDevice],
+    _len: usize,
+    _iters: usize,
+) -> Result<Row, String> {
+    Err("built without the `nccl` feature".into())
 }

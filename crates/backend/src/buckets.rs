@@ -28,6 +28,8 @@ pub fn sum_in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (V
     let mut collectives = 0;
     for (i, t) in tensors.into_iter().enumerate() {
         out.push(None);
+        // A gradient whose clone was summed already (by a norm for clipping, say) is that sum.
+        let t = t.with_known_sum();
         if t.placement() != Placement::Partial {
             out[i] = Some(t);
             continue;

@@ -408,10 +408,13 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, elementwise::linear_unary;
+    by_rule! { B, elementwise::scaling;
         fn float_mul_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_div_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, elementwise::linear_unary;
         fn float_detach(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_set_require_grad(tensor: FloatTensor<Self>; require_grad: bool) -> FloatTensor<Self>;
     }

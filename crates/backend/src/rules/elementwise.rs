@@ -27,9 +27,21 @@ pub(crate) fn unary(m: &[Meta]) -> Plan {
     }
 }
 
-/// One input, linear (negation, scaling, detach): every placement is kept, `Partial` included.
+/// One input, linear (detach, an integer or quantized scaling): every placement is kept,
+/// `Partial` included.
 pub(crate) fn linear_unary(m: &[Meta]) -> Plan {
     Plan::keep(m, m[0].placement)
+}
+
+/// Scaling (by a scalar, negation): linear, so a `Partial` operand may stay `Partial`, unless
+/// a clone of it is alive. Then it is summed here, and the clones read the sum: a clone that
+/// needs the sum later (BatchNorm scales its batch variance for the running average, then takes
+/// the variance's square root) would otherwise sum the same value again.
+pub(crate) fn scaling(m: &[Meta]) -> Plan {
+    match m[0].placement {
+        Placement::Partial if m[0].sum_shared => Plan::replicated(m),
+        p => Plan::keep(m, p),
+    }
 }
 
 /// Any number of inputs, not linear, aligned like [`broadcast`] (one input: [`unary`]).

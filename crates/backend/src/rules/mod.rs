@@ -30,6 +30,8 @@ pub(crate) struct Meta {
     pub shape: Vec<usize>,
     /// The block sizes along the sharded dim (`Shard` only).
     pub blocks: Option<Vec<usize>>,
+    /// A `Partial` tensor with live clones, which share its sum once one of them is summed.
+    pub sum_shared: bool,
 }
 
 impl Meta {
@@ -38,6 +40,7 @@ impl Meta {
             placement: t.placement(),
             shape: t.shape().to_vec(),
             blocks: t.shard_sizes(),
+            sum_shared: t.has_live_clones(),
         }
     }
 
@@ -145,6 +148,7 @@ pub(crate) fn staged(metas: &[Meta], first: &[Want]) -> Vec<Meta> {
                 placement: Placement::Replicated,
                 shape: m.shape.clone(),
                 blocks: None,
+                sum_shared: false,
             },
         })
         .collect()

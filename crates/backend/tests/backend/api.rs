@@ -131,6 +131,45 @@ fn clones_of_a_partial_tensor_share_one_sum() {
 }
 
 #[test]
+fn a_partial_tensor_with_a_live_clone_is_summed_where_it_is_scaled() {
+    let mesh = mesh(3);
+    let (v, r) = (rand([6], 8), rand([6], 9));
+    let partial = redistribute(
+        Tensor::<S, 1>::from_data(v.to_data(), &mesh),
+        Placement::Partial,
+    );
+    let replicated = Tensor::<S, 1>::from_data(r.to_data(), &mesh);
+    // Without clones, a scaled Partial tensor stays Partial: no communication.
+    let lone = redistribute(
+        Tensor::<S, 1>::from_data(v.to_data(), &mesh),
+        Placement::Partial,
+    );
+    let (scaled, counts) = stats::count(|| lone.mul_scalar(3.0));
+    assert_eq!(placement(&scaled), Placement::Partial);
+    assert_eq!(counts.total_redistributions(), 0);
+    assert_close(
+        scaled.into_data(),
+        v.clone().mul_scalar(3.0).into_data(),
+        1e-6,
+        "scaled",
+    );
+    // As BatchNorm's running variance: scaled while the variance itself is still to be used
+    // (here by a square root); one sum serves both.
+    let ((running, sqrt), counts) = stats::count(|| {
+        let running = replicated.clone() + partial.clone().mul_scalar(0.1);
+        (running, partial.clone().sqrt())
+    });
+    let sums = counts
+        .redistributions
+        .get(&stats::Redistribution::PartialToReplicated)
+        .copied();
+    assert_eq!(sums, Some(1), "{counts:?}");
+    let expected = r + v.clone().mul_scalar(0.1);
+    assert_close(running.into_data(), expected.into_data(), 1e-6, "running");
+    assert_close(sqrt.into_data(), v.sqrt().into_data(), 1e-6, "sqrt");
+}
+
+#[test]
 fn a_reshape_recuts_blocks_that_do_not_fill_whole_rows() {
     let mesh = mesh(3);
     let x = rand([20], 5);
