@@ -6,13 +6,12 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::{Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
-use firemesh_benches::{median, step_rows};
+use firemesh_benches::{median, resnet_grads, step_rows};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use std::time::Instant;
 
@@ -62,18 +61,11 @@ impl<B: AutodiffBackend, O: Optimizer<ResNet<B>, B>> Setup for Run<B, O> {
         let x = Tensor::<B, 4>::from_data(images.clone(), &self.device);
         let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &self.device);
         let (x, y) = (self.place)(x, y);
-        let logits = model.forward(x);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits, y);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let value: f32 = loss.into_scalar().elem();
+        let (grads, value) = resnet_grads(&model, x, y);
         self.model = Some(self.optim.step(0.05, model, grads));
         value
     }
 }
-
-use burn::tensor::ElementConversion;
 
 fn run<B: AutodiffBackend>(
     name: String,

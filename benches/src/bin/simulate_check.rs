@@ -11,10 +11,9 @@
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use burn_flex::{Flex, FlexDevice};
 use burn_wgpu::{Wgpu, WgpuDevice};
 use clap::Parser;
@@ -26,7 +25,7 @@ use firemesh::collective::{ReduceOp, TensorCollectives};
 use firemesh::grads::reduce_gradients;
 use firemesh::mesh::{sharded_on_group, DeviceMesh};
 use firemesh::simulate::per_op_seconds;
-use firemesh_benches::{median, write_results};
+use firemesh_benches::{median, resnet_grads, write_results};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use firemesh_simulate::{
     predict, HostModel, Layer, Link, Scenario, Schedule, StepProfile, Topology,
@@ -118,15 +117,7 @@ where
         let model = self.model.take().expect("model");
         let start = Instant::now();
         let (x, y) = (self.place)(images, labels);
-        let ((mut grads, loss), passes) = stats::count(|| {
-            let logits = model.forward(x);
-            let loss = CrossEntropyLossConfig::new()
-                .init(&logits.device())
-                .forward(logits, y);
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let value: f32 = loss.into_scalar().elem();
-            (grads, value)
-        });
+        let ((mut grads, loss), passes) = stats::count(|| resnet_grads(&model, x, y));
         let (_, reduce) = stats::count(|| (self.sum_grads)(&model, &mut grads));
         let (next, update) = stats::count(|| self.optim.step(0.05, model, grads));
         self.model = Some(next);

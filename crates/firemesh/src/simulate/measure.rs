@@ -82,9 +82,12 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
     })
 }
 
-/// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks.
+/// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks issued in
+/// turn from the calling thread, as on a CUDA mesh (rank threads, the CPU mesh's default, only
+/// move the work to other threads of the same few cores, and the timing would miss it).
 fn host_seconds_per_op(n: usize) -> Result<f64> {
     let mesh = Mesh::replicate(FlexDevice, n)?;
+    mesh.set_parallel(false);
     Ok(per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 5))
 }
 
