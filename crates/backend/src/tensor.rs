@@ -83,14 +83,19 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// A `Partial` tensor whose sum a clone of it has already computed, as that sum
     /// (`Replicated`); every other tensor as it is.
-    pub(crate) fn with_known_sum(self) -> Self {
-        let known = self.sum.get().and_then(|s| s.get());
-        match known {
-            Some(parts) if self.placement() == Placement::Partial => {
-                crate::stats::sum_reused();
-                Self::new(parts.clone(), Placement::Replicated, self.mesh)
-            }
-            _ => self,
+    pub(crate) fn with_known_sum(mut self) -> Self {
+        self.use_known_sum();
+        self
+    }
+
+    /// As [`ShardedTensor::with_known_sum`], in place: nothing moves unless a sum is known.
+    pub(crate) fn use_known_sum(&mut self) {
+        let Some(parts) = self.sum.get().and_then(|s| s.get()) else {
+            return;
+        };
+        if self.placement() == Placement::Partial {
+            crate::stats::sum_reused();
+            *self = Self::new(parts.clone(), Placement::Replicated, self.mesh.clone());
         }
     }
 

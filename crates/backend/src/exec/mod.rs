@@ -130,12 +130,12 @@ struct Ready<B: Backend, I> {
 
 fn prepare<B: Backend, I: Operands<B>>(
     op: &'static str,
-    inputs: I,
+    mut inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
 ) -> Ready<B, I> {
     stats::op();
     let mesh = inputs.mesh(op);
-    let inputs = inputs.with_known_sums();
+    inputs.use_known_sums();
     let metas = inputs.metas();
     let plan = rule(&metas);
     debug_assert_eq!(plan.wants.len(), metas.len(), "{op}: one want per operand");

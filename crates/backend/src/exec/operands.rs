@@ -20,11 +20,9 @@ pub(crate) trait Operand<B: Backend>: Sized {
     /// One rank's share as split off: parts that the rank's thread may still be computing.
     type Issued: Send + 'static;
     fn mesh(&self) -> Option<&Mesh<B::Device>>;
-    /// Its `Partial` tensors whose sum a clone has computed, as that sum (before the rule
+    /// Replaces its `Partial` tensors whose sum a clone has computed by that sum (before the rule
     /// looks at them).
-    fn with_known_sums(self) -> Self {
-        self
-    }
+    fn use_known_sums(&mut self) {}
     /// Appends the metas of its tensors (none for an absent optional tensor or the mesh).
     fn metas(&self, out: &mut Vec<Meta>);
     /// Redistributes its tensors, taking one want per tensor.
@@ -44,8 +42,8 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.mesh)
     }
-    fn with_known_sums(self) -> Self {
-        self.with_known_sum()
+    fn use_known_sums(&mut self) {
+        self.use_known_sum();
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         out.push(Meta::of(self));
@@ -67,8 +65,10 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.as_ref().and_then(T::mesh)
     }
-    fn with_known_sums(self) -> Self {
-        self.map(T::with_known_sums)
+    fn use_known_sums(&mut self) {
+        if let Some(t) = self {
+            t.use_known_sums();
+        }
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         if let Some(t) = self {
@@ -95,8 +95,8 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.iter().find_map(T::mesh)
     }
-    fn with_known_sums(self) -> Self {
-        self.into_iter().map(T::with_known_sums).collect()
+    fn use_known_sums(&mut self) {
+        self.iter_mut().for_each(T::use_known_sums);
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.iter().for_each(|t| t.metas(out));
@@ -126,8 +126,9 @@ impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.0.mesh().or(self.1.mesh())
     }
-    fn with_known_sums(self) -> Self {
-        (self.0.with_known_sums(), self.1.with_known_sums())
+    fn use_known_sums(&mut self) {
+        self.0.use_known_sums();
+        self.1.use_known_sums();
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.0.metas(out);
@@ -177,10 +178,9 @@ impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
             TensorPrimitive::QFloat(t) => Some(&t.mesh),
         }
     }
-    fn with_known_sums(self) -> Self {
-        match self {
-            TensorPrimitive::Float(t) => TensorPrimitive::Float(t.with_known_sum()),
-            q => q,
+    fn use_known_sums(&mut self) {
+        if let TensorPrimitive::Float(t) = self {
+            t.use_known_sum();
         }
     }
     fn metas(&self, out: &mut Vec<Meta>) {
@@ -251,7 +251,7 @@ pub(crate) trait Operands<B: Backend>: Sized {
     type Issued: Send + 'static;
     /// The mesh every operand lives on; operands from two meshes are a usage error.
     fn mesh(&self, op: &str) -> Mesh<B::Device>;
-    fn with_known_sums(self) -> Self;
+    fn use_known_sums(&mut self);
     fn metas(&self) -> Vec<Meta>;
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
     fn split(self, ranks: usize) -> Vec<Self::Issued>;
@@ -279,9 +279,9 @@ macro_rules! tuple_operands {
                 let ($($t,)+) = self;
                 common_mesh(&[$($t.mesh()),+], op)
             }
-            fn with_known_sums(self) -> Self {
+            fn use_known_sums(&mut self) {
                 let ($($t,)+) = self;
-                ($($t.with_known_sums(),)+)
+                $($t.use_known_sums();)+
             }
             fn metas(&self) -> Vec<Meta> {
                 let ($($t,)+) = self;
