@@ -317,13 +317,12 @@ fn peer_point(n: usize, len: usize, iters: usize) -> Option<Row> {
         }
     });
     let mut samples = samples.into_inner().unwrap();
-    samples.sort_by(f64::total_cmp);
     Some(Row::new(
         "burn-collective",
         "flex",
         n,
         len * 4,
-        samples[samples.len() / 2],
+        firemesh_benches::median(&mut samples),
     ))
 }
 
@@ -406,14 +405,8 @@ fn nccl_point(devices: &[burn_cuda::CudaDevice], len: usize, iters: usize) -> Re
     });
     outcomes.into_iter().collect::<Result<Vec<()>, String>>()?;
     let mut samples = samples.into_inner().unwrap();
-    samples.sort_by(f64::total_cmp);
-    Ok(Row::new(
-        "nccl",
-        "cuda",
-        n,
-        len * 4,
-        samples[samples.len() / 2],
-    ))
+    let secs = firemesh_benches::median(&mut samples);
+    Ok(Row::new("nccl", "cuda", n, len * 4, secs))
 }
 
 #[cfg(not(feature = "nccl"))]

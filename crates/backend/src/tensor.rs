@@ -102,9 +102,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// Where to leave this `Partial` tensor's sum for its clones: `None` when no clone of it
     /// is alive (nothing would read it).
     pub(crate) fn sum_for_clones(&self) -> Option<SharedSum<K::P>> {
-        self.has_live_clones()
-            .then(|| self.sum.get().cloned())
-            .flatten()
+        self.sum.get().filter(|s| Arc::strong_count(s) > 1).cloned()
     }
 
     /// Whether this is a `Partial` tensor with a clone alive: summing either fills both.
