@@ -52,6 +52,9 @@ pub struct Counts {
     pub summed_elements: u64,
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
+    /// Gradient buckets summed during the backward pass
+    /// ([`crate::buckets::set_early_buckets`]); their collectives are in `routes` too.
+    pub early_buckets: u64,
 }
 
 impl Counts {
@@ -87,6 +90,7 @@ impl Counts {
         self.comm_nanos += other.comm_nanos;
         self.summed_elements += other.summed_elements;
         self.sums_reused += other.sums_reused;
+        self.early_buckets += other.early_buckets;
     }
 }
 
@@ -180,6 +184,10 @@ pub(crate) fn redistribution(kind: Redistribution) {
 
 pub(crate) fn sum_reused() {
     record(|c| c.sums_reused += 1);
+}
+
+pub(crate) fn early_bucket() {
+    record(|c| c.early_buckets += 1);
 }
 
 pub(crate) fn route(route: Route) {

@@ -10,15 +10,23 @@
 //! let optimizer = firemesh::grads::Bucketed::new(AdamConfig::new().init());
 //! ```
 //!
-//! Gradient accumulation needs nothing more: `GradientsAccumulator` adds `Partial` gradients
-//! on each rank without communication, and the step after it reduces once.
+//! With [`Bucketed::summing_early`] (or [`set_early_buckets`] on the training thread) the
+//! buckets are summed during the backward pass, each as soon as the backward pass has made
+//! its gradients, so that a runtime that queues work can communicate while the rest of the
+//! backward pass computes; the optimizer then sums only the last, partly filled bucket and the
+//! gradients no op marks as a parameter's (BatchNorm's, for instance).
+//!
+//! Gradient accumulation needs nothing more, with early buckets off (the default):
+//! `GradientsAccumulator` adds `Partial` gradients on each rank without communication, and the
+//! step after it reduces once.
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorPrimitive};
-use firemesh_backend::buckets::{sum_in_buckets, DEFAULT_BUCKET_BYTES};
+pub use firemesh_backend::buckets::set_early_buckets;
+use firemesh_backend::buckets::{close_early_buckets, sum_in_buckets, DEFAULT_BUCKET_BYTES};
 use firemesh_backend::kind::FloatKind;
 use firemesh_backend::{Sharded, ShardedTensor};
 
@@ -29,7 +37,8 @@ type PutBack<B> = Box<dyn FnOnce(&mut GradientsParams, Grad<B>)>;
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks, in buckets of `bucket_bytes`
 /// filled in backward order (the reverse of the module's parameter order). Returns the number of
-/// collectives it issued.
+/// collectives the step's gradients took: those it issued, and the early buckets summed on this
+/// thread since the last call ([`set_early_buckets`]).
 pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,
     grads: &mut GradientsParams,
@@ -43,11 +52,12 @@ pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     let Take { grads, mut taken } = taken;
     taken.reverse();
     let (put_backs, tensors): (Vec<PutBack<B>>, Vec<Grad<B>>) = taken.into_iter().unzip();
+    let early = close_early_buckets();
     let (summed, collectives) = sum_in_buckets(tensors, bucket_bytes);
     for (put_back, g) in put_backs.into_iter().zip(summed) {
         put_back(grads, g);
     }
-    collectives
+    early + collectives
 }
 
 /// Takes every parameter's gradient out of `grads`, with how to put it back.
@@ -74,6 +84,7 @@ impl<B: Backend> ModuleVisitor<Ad<B>> for Take<'_, B> {
 pub struct Bucketed<O> {
     inner: O,
     bucket_bytes: usize,
+    early: bool,
 }
 
 impl<O> Bucketed<O> {
@@ -82,7 +93,16 @@ impl<O> Bucketed<O> {
         Self {
             inner,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
+            early: false,
         }
+    }
+
+    /// After each step, the next backward passes on the step's thread sum their buckets as
+    /// they go ([`set_early_buckets`]); the first step's are summed at the step. Not with
+    /// gradient accumulation: each micro-batch would be summed.
+    pub fn summing_early(mut self) -> Self {
+        self.early = true;
+        self
     }
 
     /// Buckets of `bytes` (at least one element).
@@ -102,6 +122,9 @@ where
 
     fn step(&mut self, lr: LearningRate, module: M, mut grads: GradientsParams) -> M {
         reduce_gradients::<B, M>(&module, &mut grads, self.bucket_bytes);
+        if self.early {
+            set_early_buckets(Some(self.bucket_bytes));
+        }
         self.inner.step(lr, module, grads)
     }
 
@@ -117,7 +140,23 @@ where
     fn load_record(self, record: Self::Record) -> Self {
         Self {
             inner: self.inner.load_record(record),
-            bucket_bytes: self.bucket_bytes,
+            ..self
         }
+    }
+}
+
+/// Early buckets ([`set_early_buckets`]) on the calling thread while this value lives.
+pub struct EarlyBuckets;
+
+impl EarlyBuckets {
+    pub fn on(bucket_bytes: usize) -> Self {
+        set_early_buckets(Some(bucket_bytes));
+        Self
+    }
+}
+
+impl Drop for EarlyBuckets {
+    fn drop(&mut self) {
+        set_early_buckets(None);
     }
 }

@@ -163,8 +163,10 @@ fn train(options: TrainOptions) -> Result<()> {
         );
     }
     println!(
-        "  gradients summed in {} collective(s) per step (buckets of {:.1} MiB)",
+        "  gradients summed in {} collective(s) per step, {} of them during the backward pass \
+         (buckets of {:.1} MiB)",
         s.gradient_collectives,
+        s.early_gradient_collectives,
         s.bucket_bytes as f64 / (1024.0 * 1024.0)
     );
     println!(

@@ -6,17 +6,22 @@
 /// Methods whose tensor operands come first and whose other arguments follow (after the `;`),
 /// all under one rule: each runs the inner backend's method of the same name on every rank.
 /// `$rule` plans from the operands' metas; it may use the methods' other arguments by name.
+/// `$rule => $then`: each result then goes through `$then` (parameter gradients through
+/// `crate::buckets::gradient_made`).
 macro_rules! by_rule {
-    ($inner:ident, $rule:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+    ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            $crate::exec::run(stringify!($name), ($($t,)+), $rule, move |_, ($($t,)+)| {
+            $then($crate::exec::run(stringify!($name), ($($t,)+), $rule, move |_, ($($t,)+)| {
                 #[allow(unused_variables)]
                 let ($($($a,)+)?) = &kept;
                 $inner::$name($($t,)+ $($($crate::ops::Lend::lend($a)),+)?)
-            })
+            }))
         }
     )*};
+    ($inner:ident, $rule:expr; $($body:tt)*) => {
+        by_rule! { $inner, $rule => ::core::convert::identity; $($body)* }
+    };
 }
 
 /// Reductions that can be applied twice (max, min, prod…), under `rules::reduce::twice` over

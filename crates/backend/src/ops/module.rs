@@ -91,7 +91,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, conv::parameter_backward;
+    by_rule! { B, conv::parameter_backward => crate::buckets::gradient_made;
         fn conv1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<1>) -> FloatTensor<Self>;
         fn conv1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<2>) -> FloatTensor<Self>;
@@ -141,11 +141,11 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, linear::weight_backward;
+    by_rule! { B, linear::weight_backward => crate::buckets::gradient_made;
         fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, linear::bias_backward;
+    by_rule! { B, linear::bias_backward => crate::buckets::gradient_made;
         fn linear_bias_backward(output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 

@@ -59,8 +59,10 @@ pub struct Row {
     /// Median time per step inside sums and gathers across ranks, and its share of the step.
     pub comm_s: Option<f64>,
     pub comm_share: Option<f64>,
-    /// Collectives per step: gradient buckets, and the other sums and gathers.
+    /// Collectives per step: gradient buckets (of which summed during the backward pass), and
+    /// the other sums and gathers.
     pub gradient_collectives: Option<usize>,
+    pub early_gradient_collectives: Option<usize>,
     /// Gradient collectives per step of one sum per parameter tensor (before buckets).
     pub gradient_tensors: usize,
     pub other_collectives: Option<u64>,
@@ -101,6 +103,7 @@ impl Row {
             comm_s,
             comm_share: comm_s.map(|c| c / step_s),
             gradient_collectives: measured_comm.then_some(m.gradient_collectives),
+            early_gradient_collectives: measured_comm.then_some(m.early_gradient_collectives),
             gradient_tensors: m.gradient_tensors,
             other_collectives: measured_comm.then_some(m.other_collectives),
             fallbacks: measured_comm.then_some(m.fallbacks),
@@ -230,7 +233,7 @@ impl BenchReport {
             let _ = writeln!(
                 md,
                 "## {model} on {:?} ({} per rank, {})\n\n\
-                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share | collectives/step: buckets (one per tensor) + other | fallbacks | peak MiB/rank |\n\
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
                  |---|---|---|---|---|---|---|---|---|---|---|",
                 runtime,
                 rows[0].per_rank_batch,
@@ -242,8 +245,14 @@ impl BenchReport {
                 rows[0].unit
             );
             for r in rows {
-                let collectives = match (r.gradient_collectives, r.other_collectives) {
-                    (Some(g), Some(o)) => format!("{g} ({}) + {o}", r.gradient_tensors),
+                let collectives = match (
+                    r.gradient_collectives,
+                    r.early_gradient_collectives,
+                    r.other_collectives,
+                ) {
+                    (Some(g), Some(e), Some(o)) => {
+                        format!("{g} [{e}] ({}) + {o}", r.gradient_tensors)
+                    }
                     _ => "–".into(),
                 };
                 let _ = writeln!(

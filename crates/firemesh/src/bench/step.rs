@@ -3,7 +3,7 @@
 //! `Autodiff<B>` on one device.
 
 use super::{BenchOptions, Sizes};
-use crate::grads::reduce_gradients;
+use crate::grads::{reduce_gradients, EarlyBuckets};
 use crate::train::config::OptimizerKind;
 use crate::train::net::{Batch, Net, NetConfig};
 use crate::train::optim::AnyOptimizer;
@@ -136,8 +136,10 @@ pub struct Measured {
     pub step_s: Vec<f64>,
     /// Of each, the time inside sums and gathers across ranks.
     pub comm_s: Vec<f64>,
-    /// Collectives of the gradient buckets, per step.
+    /// Collectives of the gradient buckets, per step, and of those the buckets summed during
+    /// the backward pass (early buckets).
     pub gradient_collectives: usize,
+    pub early_gradient_collectives: usize,
     /// Parameter tensors: the collectives per step of one sum per gradient.
     pub gradient_tensors: usize,
     /// Other sums and gathers across ranks per step (BatchNorm statistics of a sharded batch,
@@ -169,6 +171,8 @@ pub fn sharded<B: Backend>(
     let reduce = |net: &Net<Ad<B>>, grads: &mut GradientsParams| {
         reduce_gradients::<B, _>(net, grads, work.bucket_bytes)
     };
+    // As `firemesh train` does: buckets summed as the backward pass fills them.
+    let _early = EarlyBuckets::on(work.bucket_bytes);
     timed_steps::<Ad<B>>(mesh, net, batch, reduce, memory, work, label)
 }
 
@@ -256,6 +260,7 @@ fn timed_steps<A: AutodiffBackend>(
         }
         m.losses.1 = loss;
         m.gradient_collectives = buckets;
+        m.early_gradient_collectives = counts.early_buckets as usize;
         m.other_collectives = counts.routes.values().sum::<u64>() - buckets as u64;
         m.fallbacks = counts.total_fallbacks();
         if i >= work.warmup {

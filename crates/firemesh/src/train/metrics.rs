@@ -134,9 +134,11 @@ pub struct Summary {
     pub fallbacks: u64,
     /// Sums and gathers of parts across ranks, by route.
     pub routes: BTreeMap<String, u64>,
-    /// Gradient bucket size, and the collectives that summed a step's gradients.
+    /// Gradient bucket size, and the collectives that summed a step's gradients (the last
+    /// step's), of which those summed during the backward pass (early buckets).
     pub bucket_bytes: usize,
     pub gradient_collectives: usize,
+    pub early_gradient_collectives: usize,
     pub resumed_from: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub charts: Vec<PathBuf>,

@@ -13,7 +13,7 @@ use super::net::{Batch, EvalCounts, Net, NetConfig};
 use super::optim::{AnyOptimizer, Schedule};
 use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
-use crate::grads::reduce_gradients;
+use crate::grads::{reduce_gradients, EarlyBuckets};
 use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -130,7 +130,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let progress = Progress::new(start, total, c.log_every, job.unit());
     let (mut first_loss, mut last_loss, mut fallbacks) = (None, f64::NAN, 0);
     let mut routes = BTreeMap::new();
-    let mut gradient_collectives = 0;
+    let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
+    // Buckets are summed as the backward pass fills them (no accumulation here to forbid it).
+    let _early = EarlyBuckets::on(c.bucket_bytes);
     let mut last_checkpoint = None;
     let mut last_eval = None;
     let (begin, mut samples_this_run) = (Instant::now(), 0usize);
@@ -162,6 +164,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let (loss, new_model, buckets) = stepped?;
         model = new_model;
         gradient_collectives = buckets;
+        early_gradient_collectives = counts.early_buckets as usize;
         if !loss.is_finite() {
             progress.finish();
             return Err(Error::NonFinite {
@@ -271,6 +274,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         routes,
         bucket_bytes: c.bucket_bytes,
         gradient_collectives,
+        early_gradient_collectives,
         resumed_from,
         last_checkpoint,
         charts,

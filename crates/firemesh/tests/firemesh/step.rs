@@ -1,6 +1,7 @@
 //! The training step: a step's `Partial` gradients are summed in ceil(bytes / bucket)
-//! collectives, to the same values as one sum per parameter; accumulation reduces once; a
-//! bucketed run equals one-device training; every ResNet depth steps with no fallback.
+//! collectives, to the same values as one sum per parameter, late or early (during the backward
+//! pass); accumulation reduces once; a bucketed run equals one-device training; every ResNet
+//! depth steps with no fallback.
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -11,7 +12,7 @@ use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn_flex::{Flex, FlexDevice};
 use firemesh::backend::{redistribute, shard, shard_int, stats, Mesh, Placement, Sharded};
-use firemesh::grads::{reduce_gradients, Bucketed};
+use firemesh::grads::{reduce_gradients, set_early_buckets, Bucketed};
 use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
 
 type Ad = Autodiff<Sharded<Flex>>;
@@ -137,9 +138,42 @@ fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
     assert!(summed <= 2 * channels, "{summed} > 2 × {channels}");
     assert!(forward_backward.sums_reused > 0);
     assert_eq!(reduce.summed_elements as usize, bytes / 4);
-    for g in tensors {
+    for g in &tensors {
         assert!(g.iter().all(|v| v.is_finite()));
     }
+
+    // Early buckets: summed inside `backward()`, as soon as the backward pass has made their
+    // gradients, while the gradients of the first layers are still to come (the optimizer
+    // sums those, with BatchNorm's); the same values, bit for bit, in no more collectives.
+    set_early_buckets(Some(bucket));
+    let (mut grads, backward) = stats::count(|| sharded_grads(&model, &mesh, 4, 8, 1));
+    let (collectives, at_step) =
+        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket));
+    set_early_buckets(None);
+    let early = backward.early_buckets;
+    let tail: u64 = at_step.routes.values().sum();
+    println!(
+        "early buckets: {early} summed during the backward pass, {tail} at the step \
+         ({collectives} collectives for the gradients, {want} without early buckets)"
+    );
+    assert!(early >= 2, "{early} early buckets");
+    assert!(
+        tail >= 1,
+        "the first layers' gradients come after the early buckets"
+    );
+    assert_eq!(collectives as u64, early + tail);
+    assert!(collectives <= want, "{collectives} > {want}");
+    let sums_in_backward: u64 = backward.routes.values().sum();
+    assert_eq!(
+        sums_in_backward,
+        statistic_sums + early,
+        "nothing else summed"
+    );
+    assert_eq!(
+        read_grads(&model, &grads),
+        tensors,
+        "early sums equal late ones"
+    );
 }
 
 /// Elements of a model's one-dimensional parameters (BatchNorm's scales and shifts, biases).
@@ -216,18 +250,29 @@ fn accumulated_micro_batches_are_reduced_once_and_equal_one_device() {
 #[test]
 fn a_bucketed_sgd_run_equals_one_device_training() {
     let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
-    let (mut one, mut many) = same_model(&ResNetConfig::tiny(10), &mesh);
-    let sgd = SgdConfig::new();
-    let mut opt_one = sgd.init::<One, ResNet<One>>();
-    // Buckets of 3000 bytes: several per step, most tensors split across two.
-    let mut opt_many = Bucketed::new(sgd.init::<Ad, ResNet<Ad>>()).with_bucket_bytes(3000);
-    for step in 0..4 {
-        one = opt_one.step(0.05, one.clone(), one_device_grads(&one, 7, 8, step));
-        let grads = sharded_grads(&many, &mesh, 7, 8, step);
-        many = opt_many.step(0.05, many.clone(), grads);
+    for early in [false, true] {
+        let (mut one, mut many) = same_model(&ResNetConfig::tiny(10), &mesh);
+        let sgd = SgdConfig::new();
+        let mut opt_one = sgd.init::<One, ResNet<One>>();
+        // Buckets of 3000 bytes: several per step, most tensors split across two (or, early,
+        // a few gradients each).
+        let mut opt_many = Bucketed::new(sgd.init::<Ad, ResNet<Ad>>()).with_bucket_bytes(3000);
+        if early {
+            opt_many = opt_many.summing_early();
+        }
+        let mut early_buckets = 0;
+        for step in 0..4 {
+            one = opt_one.step(0.05, one.clone(), one_device_grads(&one, 7, 8, step));
+            let (grads, counts) = stats::count(|| sharded_grads(&many, &mesh, 7, 8, step));
+            early_buckets += counts.early_buckets;
+            many = opt_many.step(0.05, many.clone(), grads);
+        }
+        set_early_buckets(None);
+        // From the second step on (the first step turns them on).
+        assert_eq!(early_buckets > 0, early, "early buckets {early_buckets}");
+        let worst = largest_difference(&params(&many), &params(&one));
+        assert!(worst <= 1e-5, "early {early}: parameters differ by {worst}");
     }
-    let worst = largest_difference(&params(&many), &params(&one));
-    assert!(worst <= 1e-5, "parameters differ by {worst}");
 }
 
 fn params<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {

@@ -164,10 +164,19 @@ fn the_job_trains_on_a_wgpu_mesh() {
         eval_samples: Some(16),
         batch: Some(8),
         steps: Some(6),
+        // Small buckets, so that some are summed during the backward pass.
+        bucket_mib: Some(0.05),
         ..tiny(&dir)
     }))
     .unwrap();
     assert_eq!(summary.fallbacks, 0);
+    assert!(
+        summary.early_gradient_collectives > 0
+            && summary.early_gradient_collectives < summary.gradient_collectives,
+        "{} of {} gradient collectives early",
+        summary.early_gradient_collectives,
+        summary.gradient_collectives
+    );
     assert!(
         summary.routes.get("mesh-group") > Some(&0)
             && !summary.routes.contains_key("portable-group"),
