@@ -88,7 +88,9 @@ thread_local! {
 /// still open when the optimizer runs is summed there, with the gradients no op marks as a
 /// parameter's (BatchNorm's, for instance), by [`sum_in_buckets`] after
 /// [`close_early_buckets`]. A step's collectives stay at most ceil(gradient bytes /
-/// bucket bytes): every early bucket holds at least `bucket_bytes`.
+/// bucket bytes) as long as every early bucket holds at least `bucket_bytes`: all do but one
+/// cut short by a change of dtype or mesh, or one holding a gradient that was only an addend
+/// of a parameter's (a parameter used twice).
 ///
 /// Off for gradient accumulation: each micro-batch's gradients would be summed, k collectives
 /// per bucket instead of one (correct, but the communication accumulation exists to save).

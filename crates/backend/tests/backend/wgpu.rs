@@ -152,6 +152,44 @@ fn gradients_on_separate_wgpu_clients_match_flex() {
     assert_close(gw.into_data(), want_gw, 1e-5, "weight gradient");
 }
 
+/// Early buckets on separate wgpu clients: a linear layer's weight and bias gradients are
+/// summed inside `backward()` (one bucket each, of 1 byte), across the clients, and read back
+/// as one device's gradients with no further sum.
+#[test]
+fn early_buckets_on_separate_wgpu_clients_match_flex() {
+    use burn::tensor::module::linear;
+    use firemesh_backend::{buckets, stats};
+    let _wgpu = one_at_a_time();
+    let (x, w, b) = (rand([6, 3], 6), rand([3, 2], 7), rand([2], 8));
+    let want: Vec<_> = {
+        let wr = Tensor::<common::RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
+        let br = Tensor::<common::RefAd, 1>::from_data(b.to_data(), &CPU).require_grad();
+        let xr = Tensor::<common::RefAd, 2>::from_data(x.to_data(), &CPU);
+        let g = linear(xr, wr.clone(), Some(br.clone())).tanh().sum().backward();
+        vec![wr.grad(&g).unwrap().into_data(), br.grad(&g).unwrap().into_data()]
+    };
+    let Some(devices) = devices(2) else { return };
+    let mesh = W::mesh(devices).expect("lavapipe clients work");
+    let ws = Tensor::<WAd, 2>::from_data(w.to_data(), &mesh).require_grad();
+    let bs = Tensor::<WAd, 1>::from_data(b.to_data(), &mesh).require_grad();
+    let xs = shard(Tensor::<WAd, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+    let loss = linear(xs, ws.clone(), Some(bs.clone())).tanh().sum();
+    buckets::set_early_buckets(Some(1));
+    let (g, backward) = stats::count(|| loss.backward());
+    buckets::set_early_buckets(None);
+    assert_eq!(backward.early_buckets, 2, "{backward:?}");
+    assert_eq!(backward.routes.values().sum::<u64>(), 2, "{:?}", backward.routes);
+    let (got, reading) = stats::count(|| {
+        let (gw, gb) = (ws.grad(&g).unwrap(), bs.grad(&g).unwrap());
+        assert_eq!(placement(&gw), Placement::Partial, "the sum rides along");
+        vec![gw.into_data(), gb.into_data()]
+    });
+    assert_eq!(reading.routes, Default::default(), "read back with no sum");
+    for (got, want) in got.into_iter().zip(want) {
+        assert_close(got, want, 1e-5, "early-summed gradient");
+    }
+}
+
 #[test]
 fn a_missing_wgpu_device_is_an_error() {
     let _wgpu = one_at_a_time();
