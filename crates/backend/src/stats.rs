@@ -53,8 +53,15 @@ pub struct Counts {
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
-    /// ([`crate::buckets::set_early_buckets`]); their collectives are in `routes` too.
+    /// ([`crate::buckets::set_early_buckets`]), counted where they were started. Their
+    /// collectives are in `routes` too: where they ran on the communication thread (meshes of
+    /// devices that are not CubeCL's), counted where they were waited for
+    /// ([`crate::buckets::close_early_buckets`]), with the time they took there
+    /// (`early_comm_nanos`) and the time the waiting thread spent waiting (`early_wait_nanos`,
+    /// also in `comm_nanos`). The difference is communication hidden behind other work.
     pub early_buckets: u64,
+    pub early_comm_nanos: u64,
+    pub early_wait_nanos: u64,
 }
 
 impl Counts {
@@ -91,6 +98,8 @@ impl Counts {
         self.summed_elements += other.summed_elements;
         self.sums_reused += other.sums_reused;
         self.early_buckets += other.early_buckets;
+        self.early_comm_nanos += other.early_comm_nanos;
+        self.early_wait_nanos += other.early_wait_nanos;
     }
 }
 
@@ -188,6 +197,37 @@ pub(crate) fn sum_reused() {
 
 pub(crate) fn early_bucket() {
     record(|c| c.early_buckets += 1);
+}
+
+/// Counts here what the communication thread counted for an early bucket that took `busy`
+/// (it is in the global counts already).
+pub(crate) fn early_bucket_summed(there: &Counts, busy: std::time::Duration) {
+    SCOPES.with(|s| {
+        for c in s.borrow_mut().iter_mut() {
+            for (k, v) in &there.routes {
+                *c.routes.entry(*k).or_default() += v;
+            }
+            for (k, v) in &there.redistributions {
+                *c.redistributions.entry(*k).or_default() += v;
+            }
+            for (k, v) in &there.redistributions_by_op {
+                *c.redistributions_by_op.entry(*k).or_default() += v;
+            }
+            c.early_comm_nanos += busy.as_nanos() as u64;
+        }
+    });
+    summed(there.summed_elements as usize);
+}
+
+/// Time this thread waited for early buckets to be summed: communication it did not hide.
+pub(crate) fn early_buckets_waited(waited: std::time::Duration) {
+    let nanos = waited.as_nanos() as u64;
+    COMM_NANOS.with(|c| c.set(c.get() + nanos));
+    SCOPES.with(|s| {
+        for c in s.borrow_mut().iter_mut() {
+            c.early_wait_nanos += nanos;
+        }
+    });
 }
 
 pub(crate) fn route(route: Route) {

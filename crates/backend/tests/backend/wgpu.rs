@@ -165,8 +165,14 @@ fn early_buckets_on_separate_wgpu_clients_match_flex() {
         let wr = Tensor::<common::RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
         let br = Tensor::<common::RefAd, 1>::from_data(b.to_data(), &CPU).require_grad();
         let xr = Tensor::<common::RefAd, 2>::from_data(x.to_data(), &CPU);
-        let g = linear(xr, wr.clone(), Some(br.clone())).tanh().sum().backward();
-        vec![wr.grad(&g).unwrap().into_data(), br.grad(&g).unwrap().into_data()]
+        let g = linear(xr, wr.clone(), Some(br.clone()))
+            .tanh()
+            .sum()
+            .backward();
+        vec![
+            wr.grad(&g).unwrap().into_data(),
+            br.grad(&g).unwrap().into_data(),
+        ]
     };
     let Some(devices) = devices(2) else { return };
     let mesh = W::mesh(devices).expect("lavapipe clients work");
@@ -178,7 +184,12 @@ fn early_buckets_on_separate_wgpu_clients_match_flex() {
     let (g, backward) = stats::count(|| loss.backward());
     buckets::set_early_buckets(None);
     assert_eq!(backward.early_buckets, 2, "{backward:?}");
-    assert_eq!(backward.routes.values().sum::<u64>(), 2, "{:?}", backward.routes);
+    assert_eq!(
+        backward.routes.values().sum::<u64>(),
+        2,
+        "{:?}",
+        backward.routes
+    );
     let (got, reading) = stats::count(|| {
         let (gw, gb) = (ws.grad(&g).unwrap(), bs.grad(&g).unwrap());
         assert_eq!(placement(&gw), Placement::Partial, "the sum rides along");

@@ -59,6 +59,9 @@ pub struct Row {
     /// Median time per step inside sums and gathers across ranks, and its share of the step.
     pub comm_s: Option<f64>,
     pub comm_share: Option<f64>,
+    /// Median share of a step's communication hidden behind other work (early buckets summed
+    /// on the communication thread of a CPU mesh; 0 where sums block the issuing thread).
+    pub hidden_comm_share: Option<f64>,
     /// Collectives per step: gradient buckets (of which summed during the backward pass), and
     /// the other sums and gathers.
     pub gradient_collectives: Option<usize>,
@@ -102,6 +105,7 @@ impl Row {
             vs_multi_device: None,
             comm_s,
             comm_share: comm_s.map(|c| c / step_s),
+            hidden_comm_share: measured_comm.then(|| median(&m.hidden_comm)),
             gradient_collectives: measured_comm.then_some(m.gradient_collectives),
             early_gradient_collectives: measured_comm.then_some(m.early_gradient_collectives),
             gradient_tensors: m.gradient_tensors,
@@ -233,7 +237,7 @@ impl BenchReport {
             let _ = writeln!(
                 md,
                 "## {model} on {:?} ({} per rank, {})\n\n\
-                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share (hidden) | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
                  |---|---|---|---|---|---|---|---|---|---|---|",
                 runtime,
                 rows[0].per_rank_batch,
@@ -265,7 +269,10 @@ impl BenchReport {
                     pct(r.scaling_efficiency),
                     ratio(r.vs_inner),
                     ratio(r.vs_multi_device),
-                    pct(r.comm_share),
+                    match r.hidden_comm_share {
+                        Some(h) => format!("{} ({})", pct(r.comm_share), pct(Some(h))),
+                        None => pct(r.comm_share),
+                    },
                     opt(r.fallbacks),
                     r.peak_bytes_per_rank
                         .map_or("–".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
@@ -275,10 +282,12 @@ impl BenchReport {
         }
         md.push_str(
             "Comm share: time inside sums and gathers across ranks (each first waits for the \
-             work still queued on every rank, so compute is not counted) over the step time. No \
-             communication is hidden behind compute: on every runtime today a sum blocks the \
-             issuing thread until it completes, and the gradient buckets are summed after the \
-             backward pass. On a CPU mesh every rank shares the host's cores, so N > 1 shows \
+             work still queued on every rank, so compute is not counted) over the step time; \
+             in brackets, the share of all communication hidden behind other work: gradient \
+             buckets summed during the backward pass (early buckets) on the communication \
+             thread of a CPU mesh, while the step did not wait for them. On CubeCL runtimes \
+             (wgpu, CUDA) a sum blocks the issuing thread until it completes, so nothing is \
+             hidden there. On a CPU mesh every rank shares the host's cores, so N > 1 shows \
              the mesh's overhead rather than a speed-up, and its sums are local additions. \
              MultiDevice gives each device its own batch in its own model copy; its step is the \
              difference of two Learner epochs of different lengths.\n",

@@ -134,8 +134,12 @@ impl Work {
 pub struct Measured {
     /// Wall time of each timed step, in seconds, until every device finished it.
     pub step_s: Vec<f64>,
-    /// Of each, the time inside sums and gathers across ranks.
+    /// Of each, the time inside sums and gathers across ranks (waiting for early buckets
+    /// included).
     pub comm_s: Vec<f64>,
+    /// Of each step's communication, the share hidden behind other work: early buckets summed
+    /// on the communication thread while the step's thread did not wait for them.
+    pub hidden_comm: Vec<f64>,
     /// Collectives of the gradient buckets, per step, and of those the buckets summed during
     /// the backward pass (early buckets).
     pub gradient_collectives: usize,
@@ -266,6 +270,7 @@ fn timed_steps<A: AutodiffBackend>(
         if i >= work.warmup {
             m.step_s.push(secs);
             m.comm_s.push(counts.comm_nanos as f64 * 1e-9);
+            m.hidden_comm.push(hidden_share(&counts));
         }
         eprintln!(
             "bench: {label}: step {}/{total}{} {:.3} s, loss {loss:.4}",
@@ -275,4 +280,17 @@ fn timed_steps<A: AutodiffBackend>(
         );
     }
     Ok(m)
+}
+
+/// The share of a step's communication that was hidden: the time early buckets took on the
+/// communication thread less the time the step waited for them, over all communication (the
+/// step thread's own, its waits excluded, and the communication thread's).
+fn hidden_share(c: &stats::Counts) -> f64 {
+    let hidden = c.early_comm_nanos.saturating_sub(c.early_wait_nanos);
+    let all = c.comm_nanos.saturating_sub(c.early_wait_nanos) + c.early_comm_nanos;
+    if all == 0 {
+        0.0
+    } else {
+        hidden as f64 / all as f64
+    }
 }

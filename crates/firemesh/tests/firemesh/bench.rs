@@ -137,6 +137,8 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
             // Without buckets: one sum per parameter tensor.
             assert_eq!(r["gradient_tensors"], tensors, "{model}");
             assert_eq!(r["fallbacks"], 0, "{r}");
+            let hidden = f(r, "hidden_comm_share");
+            assert!((0.0..=1.0).contains(&hidden), "{r}");
             let share = f(r, "comm_share");
             assert!((0.0..1.0).contains(&share) && share > 0.0, "{r}");
             assert!(f(r, "loss_first").is_finite() && f(r, "loss_last").is_finite());

@@ -5,16 +5,9 @@
 //! the mesh's route, and each tensor is cut back out of the sums, now `Replicated`. A tensor may
 //! span buckets, so a stream of S bytes takes ceil(S / bucket_bytes) collectives.
 //!
-//! Early buckets ([`set_early_buckets`]) are summed during the backward pass instead: each
-//! parameter gradient an op makes (the ops that exist for that: `linear_weight_backward`,
-//! `linear_bias_backward`, `conv2d_weight_backward`, `conv2d_bias_backward`, …) joins the
-//! thread's open bucket, and a bucket is summed as soon as it holds `bucket_bytes`, while the
-//! rest of the backward pass is still to be issued. Not `embedding_backward`: a GPT's token
-//! embedding is tied to its output head, so that gradient is one addend of the parameter's
-//! (summing it would be wasted), and an embedding's gradient comes last in the backward pass
-//! anyway. A parameter used twice (a shared layer) wastes in the same way:
-//! each use's gradient is summed on its own. The gradient keeps its `Partial` placement and carries the sum (as
-//! clones of a `Partial` tensor do), so the optimizer's [`sum_in_buckets`] finds it summed.
+//! Early buckets ([`early`]) are summed during the backward pass instead, each as soon as the
+//! backward pass has made its gradients; the optimizer's [`sum_in_buckets`] then finds them
+//! summed.
 
 use crate::kind::FloatKind;
 use crate::placement::Placement;
@@ -22,8 +15,10 @@ use crate::route::{self, To};
 use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata};
-use std::any::Any;
-use std::cell::{Cell, RefCell};
+
+mod early;
+pub(crate) use early::gradient_made;
+pub use early::{close_early_buckets, early_buckets, set_early_buckets};
 
 /// PyTorch DDP's default bucket size, which ours follows: 25 MiB.
 pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;
@@ -72,112 +67,6 @@ pub fn sum_in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (V
 /// Whether two `Partial` tensors can share a bucket: one dtype, one mesh.
 fn same_stream<B: Backend>(a: &F<B>, b: &F<B>) -> bool {
     a.dtype() == b.dtype() && a.mesh == b.mesh
-}
-
-thread_local! {
-    /// The bucket size of early buckets on this thread; `None`: off.
-    static EARLY_BYTES: Cell<Option<usize>> = const { Cell::new(None) };
-    /// This thread's open early bucket (an `Open<B>`).
-    static OPEN: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-    /// Early buckets summed since the last [`close_early_buckets`].
-    static EARLY_SUMMED: Cell<usize> = const { Cell::new(0) };
-}
-
-/// On this thread, from now on, sum parameter gradients in buckets of `bucket_bytes` as the
-/// backward pass makes them (`None`: only where the optimizer meets them). The bucket that is
-/// still open when the optimizer runs is summed there, with the gradients no op marks as a
-/// parameter's (BatchNorm's, for instance), by [`sum_in_buckets`] after
-/// [`close_early_buckets`]. A step's collectives stay at most ceil(gradient bytes /
-/// bucket bytes) as long as every early bucket holds at least `bucket_bytes`: all do but one
-/// cut short by a change of dtype or mesh, or one holding a gradient that was only an addend
-/// of a parameter's (a parameter used twice).
-///
-/// Off for gradient accumulation: each micro-batch's gradients would be summed, k collectives
-/// per bucket instead of one (correct, but the communication accumulation exists to save).
-pub fn set_early_buckets(bucket_bytes: Option<usize>) {
-    EARLY_BYTES.with(|b| b.set(bucket_bytes.map(|b| b.max(1))));
-    if bucket_bytes.is_none() {
-        OPEN.with(|o| o.borrow_mut().take());
-    }
-}
-
-/// The bucket size of early buckets on this thread, if they are on.
-pub fn early_buckets() -> Option<usize> {
-    EARLY_BYTES.with(Cell::get)
-}
-
-/// Drops this thread's open early bucket (its gradients are summed where the optimizer meets
-/// them) and returns how many early buckets were summed since the last call.
-pub fn close_early_buckets() -> usize {
-    OPEN.with(|o| o.borrow_mut().take());
-    EARLY_SUMMED.with(|n| n.replace(0))
-}
-
-/// Gradients of one dtype and mesh waiting for their bucket to fill: clones, which share
-/// their sum with the gradients the backward pass keeps.
-struct Open<B: Backend> {
-    tensors: Vec<F<B>>,
-    bytes: usize,
-}
-
-/// A parameter's gradient, just made by an op: it joins the open early bucket when early
-/// buckets are on, and a full bucket is summed now.
-pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
-    let Some(bucket_bytes) = early_buckets() else {
-        return g;
-    };
-    if g.placement() != Placement::Partial {
-        return g;
-    }
-    let full: Vec<Vec<F<B>>> = OPEN.with(|o| {
-        let mut o = o.borrow_mut();
-        if !o.as_ref().is_some_and(|b| b.is::<Open<B>>()) {
-            *o = Some(Box::new(Open::<B> {
-                tensors: Vec::new(),
-                bytes: 0,
-            }));
-        }
-        let open = o
-            .as_mut()
-            .and_then(|b| b.downcast_mut::<Open<B>>())
-            .expect("an open bucket of this backend");
-        let mut full = Vec::new();
-        if open.tensors.first().is_some_and(|f| !same_stream(f, &g)) {
-            full.push(std::mem::take(&mut open.tensors));
-            open.bytes = 0;
-        }
-        open.bytes += g.shape().num_elements() * g.dtype().size();
-        open.tensors.push(g.clone());
-        if open.bytes >= bucket_bytes {
-            full.push(std::mem::take(&mut open.tensors));
-            open.bytes = 0;
-        }
-        full
-    });
-    for bucket in full {
-        sum_early(bucket);
-    }
-    g
-}
-
-/// Sums one early bucket and leaves each tensor's sum where its clones find it. Tensors that
-/// nothing else holds any more (intermediate addends of a gradient) are left out.
-fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
-    let (sums, tensors): (Vec<_>, Vec<F<B>>) = bucket
-        .into_iter()
-        .filter_map(|t| t.sum_for_clones().map(|s| (s, t)))
-        .unzip();
-    if tensors.is_empty() {
-        return;
-    }
-    let _span = tracing::trace_span!(target: "firemesh::comm", "early bucket").entered();
-    let (summed, _) = sum_run(tensors, usize::MAX);
-    for (sum, t) in sums.into_iter().zip(summed) {
-        // A clone summed meanwhile holds the same values.
-        let _ = sum.set(t.into_parts());
-    }
-    stats::early_bucket();
-    EARLY_SUMMED.with(|n| n.set(n.get() + 1));
 }
 
 /// One piece of a bucket: `len` elements of tensor `item` from `start`.
