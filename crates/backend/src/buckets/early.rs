@@ -165,7 +165,8 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
     }
 }
 
-/// What the communication thread counted for one bucket and how long it took, or why it failed.
+/// What the communication thread counted for one bucket and how long its sums took, or why
+/// it failed.
 type Summed = Result<(Counts, Duration), String>;
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -179,10 +180,12 @@ fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
             .name("firemesh-comm".into())
             .spawn(move || {
                 for (job, done) in receive {
-                    let start = Instant::now();
                     let (result, counts) = stats::count(|| catch_unwind(AssertUnwindSafe(job)));
+                    // The time inside the sums, from when every rank's part was there (not
+                    // the wait for the ranks to make them).
+                    let busy = Duration::from_nanos(counts.comm_nanos);
                     let summed = match result {
-                        Ok(()) => Ok((counts, start.elapsed())),
+                        Ok(()) => Ok((counts, busy)),
                         Err(p) => Err(crate::exec::panic_message(&*p)),
                     };
                     let _ = done.send(summed);
