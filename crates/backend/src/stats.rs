@@ -199,23 +199,16 @@ pub(crate) fn early_bucket() {
     record(|c| c.early_buckets += 1);
 }
 
-/// Counts here what the communication thread counted for an early bucket that took `busy`
-/// (it is in the global counts already).
-pub(crate) fn early_bucket_summed(there: &Counts, busy: std::time::Duration) {
-    SCOPES.with(|s| {
-        for c in s.borrow_mut().iter_mut() {
-            for (k, v) in &there.routes {
-                *c.routes.entry(*k).or_default() += v;
-            }
-            for (k, v) in &there.redistributions {
-                *c.redistributions.entry(*k).or_default() += v;
-            }
-            for (k, v) in &there.redistributions_by_op {
-                *c.redistributions_by_op.entry(*k).or_default() += v;
-            }
-            c.early_comm_nanos += busy.as_nanos() as u64;
-        }
-    });
+/// Counts here what the communication thread counted for an early bucket (it is in the
+/// global counts already); its time inside the sums is early communication.
+pub(crate) fn early_bucket_summed(there: &Counts) {
+    let there = Counts {
+        early_comm_nanos: there.comm_nanos,
+        ..there.clone()
+    };
+    // A scope's ops, comm_nanos and summed_elements are read from this thread's counters
+    // when it closes ([`count`]): what `add` puts there is replaced, so add the elements here.
+    SCOPES.with(|s| s.borrow_mut().iter_mut().for_each(|c| c.add(&there)));
     summed(there.summed_elements as usize);
 }
 

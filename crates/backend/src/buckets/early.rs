@@ -18,6 +18,7 @@
 //! wastes in the same way: each use's gradient is summed on its own.
 
 use super::{same_stream, sum_run, F};
+use crate::exec::{panic_message, worker, Job};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
@@ -26,7 +27,7 @@ use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 thread_local! {
     /// The bucket size of early buckets on this thread; `None`: off.
@@ -81,7 +82,7 @@ pub fn close_early_buckets() -> usize {
     let waited = start.elapsed();
     for summed in done {
         match summed {
-            Ok((counts, busy)) => stats::early_bucket_summed(&counts, busy),
+            Ok(counts) => stats::early_bucket_summed(&counts),
             Err(message) => panic!("firemesh: summing an early gradient bucket: {message}"),
         }
     }
@@ -165,40 +166,24 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
     }
 }
 
-/// What the communication thread counted for one bucket and how long its sums took, or why
-/// it failed.
-type Summed = Result<(Counts, Duration), String>;
-type Job = Box<dyn FnOnce() + Send>;
+/// What the communication thread counted for one bucket (its `comm_nanos`: the time inside
+/// the sums, from when every rank's part was there), or why it failed.
+type Summed = Result<Counts, String>;
 
 /// Runs `job` on the process's communication thread (started when first used), after the jobs
 /// queued before it.
 fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
-    static QUEUE: OnceLock<Mutex<Sender<(Job, Sender<Summed>)>>> = OnceLock::new();
-    let queue = QUEUE.get_or_init(|| {
-        let (send, receive) = channel::<(Job, Sender<Summed>)>();
-        std::thread::Builder::new()
-            .name("firemesh-comm".into())
-            .spawn(move || {
-                for (job, done) in receive {
-                    let (result, counts) = stats::count(|| catch_unwind(AssertUnwindSafe(job)));
-                    // The time inside the sums, from when every rank's part was there (not
-                    // the wait for the ranks to make them).
-                    let busy = Duration::from_nanos(counts.comm_nanos);
-                    let summed = match result {
-                        Ok(()) => Ok((counts, busy)),
-                        Err(p) => Err(crate::exec::panic_message(&*p)),
-                    };
-                    let _ = done.send(summed);
-                }
-            })
-            .expect("firemesh: cannot start the communication thread");
-        Mutex::new(send)
-    });
+    static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into())));
     let (done, result) = channel();
+    let counted: Job = Box::new(move || {
+        let (outcome, counts) = stats::count(|| catch_unwind(AssertUnwindSafe(job)));
+        let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
+    });
     queue
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .send((Box::new(job), done))
+        .send(counted)
         .expect("firemesh: the communication thread has stopped");
     result
 }

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 
-type Job = Box<dyn FnOnce() + Send>;
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// The threads of ranks 1..N of one mesh.
 pub(crate) struct Lanes {
@@ -24,19 +24,7 @@ impl Lanes {
     /// Starts one thread for each of the ranks 1..`ranks`.
     pub(crate) fn start(ranks: usize, mesh: u16) -> Self {
         let queues = (1..ranks)
-            .map(|rank| {
-                let (send, receive) = channel::<Job>();
-                std::thread::Builder::new()
-                    .name(format!("firemesh-mesh{mesh}-rank{rank}"))
-                    .spawn(move || {
-                        // Ends when the mesh's queues are dropped (never, for registered meshes).
-                        for job in receive {
-                            job();
-                        }
-                    })
-                    .expect("firemesh: cannot start a rank thread");
-                send
-            })
+            .map(|rank| worker(format!("firemesh-mesh{mesh}-rank{rank}")))
             .collect();
         Self { queues }
     }
@@ -69,6 +57,21 @@ impl Lanes {
             d.read(&mut |_| ());
         }
     }
+}
+
+/// A long-lived thread named `name` that runs the jobs sent to it, in order; it ends when the
+/// returned queue is dropped (never, for registered meshes and the communication thread).
+pub(crate) fn worker(name: String) -> Sender<Job> {
+    let (send, receive) = channel::<Job>();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            for job in receive {
+                job();
+            }
+        })
+        .expect("firemesh: cannot start a thread");
+    send
 }
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

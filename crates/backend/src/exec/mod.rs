@@ -15,7 +15,7 @@ mod lanes;
 mod operands;
 mod outputs;
 
-pub(crate) use lanes::{panic_message, Lanes, Later};
+pub(crate) use lanes::{panic_message, worker, Job, Lanes, Later};
 pub(crate) use operands::{Operand, Operands};
 pub(crate) use outputs::Outputs;
 
