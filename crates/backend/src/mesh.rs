@@ -50,15 +50,23 @@ impl<D: 'static> MeshInner<D> {
     }
 }
 
-/// Whether new meshes over devices `D` run their ranks on their own threads: yes, unless the
-/// environment says `FIREMESH_RANK_THREADS=0` (read once), or `D` is a CubeCL device, whose
-/// collective transports synchronize the calling thread's streams only (a wgpu training run
-/// with rank threads diverged).
+/// Whether new meshes over devices `D` run their ranks on their own threads. The environment
+/// variable `FIREMESH_RANK_THREADS` (read once) decides: `0` never, `1` always; unset (or
+/// anything else), on CPU devices and not on CubeCL devices (wgpu, CUDA): on the 2-core machine
+/// this was measured on, rank threads cost a lavapipe mesh more host time per op than ranks in
+/// turn (`op_host_time`), and no GPU mesh has measured them yet.
 fn rank_threads_by_default<D: 'static>() -> bool {
-    static ALLOWED: OnceLock<bool> = OnceLock::new();
-    let allowed = *ALLOWED
-        .get_or_init(|| std::env::var("FIREMESH_RANK_THREADS").map_or(true, |v| v.trim() != "0"));
-    allowed && !firemesh_collective::transport::streams_per_thread::<D>()
+    static SETTING: OnceLock<Option<bool>> = OnceLock::new();
+    let setting = *SETTING.get_or_init(|| {
+        std::env::var("FIREMESH_RANK_THREADS")
+            .ok()
+            .and_then(|v| match v.trim() {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            })
+    });
+    setting.unwrap_or(!firemesh_collective::transport::streams_per_thread::<D>())
 }
 
 /// Why a mesh could not be built.
@@ -194,15 +202,14 @@ impl<D> Mesh<D> {
     /// share of each op, in order, while the calling thread runs rank 0's and goes on (instead
     /// of all ranks in turn on the calling thread). The calling thread waits for a rank's thread
     /// only where it needs that rank's data: a sum or gather across ranks, a read back to the
-    /// host, [`Backend::sync`](burn_backend::Backend::sync). On by default (the environment
-    /// variable `FIREMESH_RANK_THREADS=0` makes new meshes start with it off), so that ranks run
-    /// at once on backends that compute where they are called (Flex). Off by default on CubeCL
-    /// devices (wgpu, CUDA): they keep one stream per thread, and the collective transports
-    /// synchronize only the calling thread's
-    /// ([`firemesh_collective::transport::streams_per_thread`]); turn it on there only for
-    /// meshes summed on the portable path. Ranks in turn cost less for streams of tiny ops on a
-    /// machine with fewer cores than ranks (`op_host_time`). The setting is shared by every
-    /// handle to this mesh.
+    /// host, [`Backend::sync`](burn_backend::Backend::sync). On CubeCL devices (wgpu, CUDA),
+    /// which keep one stream per thread, a rank's thread issues to the stream of the thread that
+    /// queued the op, so each device sees its work in issue order. On by default on CPU devices
+    /// (Flex computes where it is called, so the ranks compute at once), off on CubeCL devices;
+    /// the environment variable `FIREMESH_RANK_THREADS` (`0` or `1`) sets the default for new
+    /// meshes of any device. Ranks in turn cost less for streams of tiny ops on a machine with
+    /// fewer cores than ranks (`op_host_time`). The setting is shared by every handle to this
+    /// mesh.
     pub fn set_parallel(&self, parallel: bool) {
         if !parallel {
             self.wait_issued();

@@ -7,10 +7,13 @@
 //! gradient keeps its `Partial` placement and carries the sum (as clones of a `Partial` tensor
 //! do), so the optimizer's [`super::sum_in_buckets`] finds it summed.
 //!
-//! Where the sum runs: on a mesh of devices that compute where they are called (Flex, NdArray),
-//! on a communication thread, beside the rest of the backward pass; [`close_early_buckets`]
-//! waits for it. On CubeCL devices (wgpu, CUDA), on the calling thread, because the collective
-//! transports order their copies against the calling thread's streams only.
+//! Where the sum runs: on a communication thread, beside the rest of the backward pass;
+//! [`close_early_buckets`] waits for it. On devices that compute where they are called (Flex,
+//! NdArray) the sum runs while the calling thread computes the next gradients. On CubeCL
+//! devices (wgpu, CUDA) the calling thread goes on queuing the backward pass while the
+//! communication thread waits for the bucket's gradients and moves them; it issues to the
+//! calling thread's streams ([`CallerStream`]), so the devices see its copies and kernels in
+//! order with the backward pass.
 //!
 //! Not `embedding_backward`: a GPT's token embedding is tied to its output head, so that
 //! gradient is one addend of the parameter's (summing it would be wasted), and an embedding's
@@ -22,6 +25,7 @@ use crate::exec::{panic_message, worker, Job};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
+use firemesh_collective::transport::CallerStream;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -158,12 +162,8 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
             let _ = sum.set(t.into_parts());
         }
     };
-    if firemesh_collective::transport::streams_per_thread::<B::Device>() {
-        job();
-    } else {
-        let done = on_comm_thread(job);
-        IN_FLIGHT.with(|f| f.borrow_mut().push(done));
-    }
+    let done = on_comm_thread(job);
+    IN_FLIGHT.with(|f| f.borrow_mut().push(done));
 }
 
 /// What the communication thread counted for one bucket (its `comm_nanos`: the time inside
@@ -171,13 +171,14 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
 type Summed = Result<Counts, String>;
 
 /// Runs `job` on the process's communication thread (started when first used), after the jobs
-/// queued before it.
+/// queued before it, issuing to the calling thread's CubeCL streams.
 fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
     static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into())));
     let (done, result) = channel();
+    let stream = CallerStream::current();
     let counted: Job = Box::new(move || {
-        let (outcome, counts) = stats::count(|| catch_unwind(AssertUnwindSafe(job)));
+        let (outcome, counts) = stats::count(|| stream.run(|| catch_unwind(AssertUnwindSafe(job))));
         let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
     });
     queue

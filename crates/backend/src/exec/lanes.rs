@@ -6,8 +6,11 @@
 //! per op: an op costs the issuing thread rank 0's work plus one queue push per other rank.
 //!
 //! Order is all the lanes need: rank r's operands were made by earlier jobs of the same lane, or
-//! were ready when the job was queued (results of sums and gathers, uploads).
+//! were ready when the job was queued (results of sums and gathers, uploads). On CubeCL devices,
+//! whose runtimes keep one stream per thread, a job issues to the stream of the thread that
+//! queued it ([`CallerStream`]), so that a rank's device sees one stream in issue order.
 
+use firemesh_collective::transport::CallerStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -38,8 +41,11 @@ impl Lanes {
     ) -> Later<T> {
         let slot = Arc::new(Slot::new(rank));
         let filled = slot.clone();
+        let stream = CallerStream::current();
         let job: Job = Box::new(move || {
-            let result = catch_unwind(AssertUnwindSafe(f)).map_err(|p| panic_message(&*p));
+            let result = stream
+                .run(|| catch_unwind(AssertUnwindSafe(f)))
+                .map_err(|p| panic_message(&*p));
             filled.fill(result);
         });
         self.queues[rank - 1]

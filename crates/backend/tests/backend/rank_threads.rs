@@ -67,16 +67,22 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
     assert_eq!(got, TensorData::new(want, [12]));
 }
 
-/// Meshes of CPU devices run their ranks on rank threads unless the environment turns them
-/// off; meshes of CubeCL devices (one stream per thread) keep them off.
+/// Meshes of CPU devices run their ranks on rank threads, meshes of CubeCL devices (one stream
+/// per thread) in turn, unless the environment says otherwise for both.
 #[test]
 fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
     use firemesh_collective::transport::streams_per_thread;
-    let off = std::env::var("FIREMESH_RANK_THREADS").is_ok_and(|v| v.trim() == "0");
-    assert_eq!(mesh(7).parallel(), !off);
+    let setting = match std::env::var("FIREMESH_RANK_THREADS")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
+    };
+    assert_eq!(mesh(7).parallel(), setting.unwrap_or(true));
     assert!(!streams_per_thread::<crate::common::Dev>());
     assert!(streams_per_thread::<burn_wgpu::WgpuDevice>());
-    assert!(!Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2)
-        .expect("mesh")
-        .parallel());
+    let wgpu = Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh");
+    assert_eq!(wgpu.parallel(), setting.unwrap_or(false));
 }

@@ -21,7 +21,7 @@ use common::{assert_params_close, mesh, params, same_init, RefAd, SAd, CPU};
 use firemesh_backend::{shard, shard_int, stats};
 
 #[derive(Module, Debug)]
-struct Cnn<B: Backend> {
+pub(crate) struct Cnn<B: Backend> {
     conv1: Conv2d<B>,
     bn1: BatchNorm<B>,
     pool: MaxPool2d,
@@ -32,7 +32,7 @@ struct Cnn<B: Backend> {
 }
 
 impl<B: Backend> Cnn<B> {
-    fn new(device: &B::Device) -> Self {
+    pub(crate) fn new(device: &B::Device) -> Self {
         let conv = |i, o| {
             Conv2dConfig::new([i, o], [3, 3])
                 .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
@@ -49,7 +49,7 @@ impl<B: Backend> Cnn<B> {
         }
     }
 
-    fn loss(&self, x: Tensor<B, 4>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+    pub(crate) fn loss(&self, x: Tensor<B, 4>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
         let h = activation::relu(self.bn1.forward(self.conv1.forward(x)));
         let h = self.pool.forward(h);
         let h = activation::relu(self.bn2.forward(self.conv2.forward(h)));
@@ -141,7 +141,7 @@ fn assert_same_run((want_losses, _, want): Run, (losses, fallbacks, got): Run) {
 }
 
 /// One fixed batch of 10 images and labels, so that ten steps visibly learn.
-fn images(_step: usize) -> (TensorData, TensorData) {
+pub(crate) fn images(_step: usize) -> (TensorData, TensorData) {
     let x = common::rand([10, 3, 8, 8], 100);
     let y: Vec<i64> = (0..10).map(|i| (i % 4) as i64).collect();
     let x = x.into_data();

@@ -66,17 +66,38 @@ fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
     catch_runtime(to.index, || to.client.create_from_slice(bytes))
 }
 
-/// A CubeCL runtime that collectives run on, with the transport it uses by default.
 /// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), which keeps one stream per
-/// issuing thread. The transports here synchronize the streams of the thread that calls the
-/// collective only, so the tensors they move must have been made on that thread: a mesh of
-/// such devices keeps its ranks' work on one thread (`firemesh_backend::Mesh::set_parallel`).
+/// issuing thread. Work that another thread issues for the calling thread must run under the
+/// caller's stream ([`CallerStream`]): the runtime orders the work of one stream, and keeps a
+/// buffer that one stream freed from being reused before that stream's queued reads of it ran,
+/// but it does not order one stream's reads before another stream's reuse.
 pub fn streams_per_thread<D: 'static>() -> bool {
     use std::any::TypeId;
     let d = TypeId::of::<D>();
     d == TypeId::of::<cubecl::wgpu::WgpuDevice>() || d == TypeId::of::<cubecl::cuda::CudaDevice>()
 }
 
+/// The CubeCL stream of the thread that made it. A job that another thread runs under it
+/// ([`CallerStream::run`]) issues to the same stream of every device, in the order in which
+/// the threads hand work to one another, as if the calling thread had issued it. (A training
+/// run on separate wgpu clients whose rank threads issued on their own streams drifted from
+/// the same run in turn by 1e-4 a step, differently each time.)
+#[derive(Clone, Copy, Debug)]
+pub struct CallerStream(cubecl::stream_id::StreamId);
+
+impl CallerStream {
+    /// The calling thread's stream.
+    pub fn current() -> Self {
+        Self(cubecl::stream_id::StreamId::current())
+    }
+
+    /// Runs `f` with this stream as the current thread's, then restores the thread's own.
+    pub fn run<T>(self, f: impl FnOnce() -> T) -> T {
+        self.0.executes(f)
+    }
+}
+
+/// A CubeCL runtime that collectives run on, with the transport it uses by default.
 pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn default_transport() -> Arc<dyn Transport<Self>>;
     /// The config a [`crate::Group`] on this runtime starts from. No sub-chunks while the
