@@ -89,24 +89,32 @@ run)
     # Collective tests on CUDA: absence of a GPU or of NVRTC is a failure here, not a skip.
     step "collective tests" env FIREMESH_REQUIRE_CUDA=1 timeout 200 "$OUT/cuda_collectives" cuda:: --test-threads=1
     # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
-    train() { timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --share-devices --steps 10 --log-every 5 --run-dir "$OUT/run-$1" >"$OUT/train-$1.log" 2>&1; local rc=$?; cat "$OUT/train-$1.log"; return $rc; }
+    # train RANKS [LABEL]: its log is train-LABEL.log (LABEL defaults to RANKS).
+    train() { local label=${2:-$1}; timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --share-devices --steps 10 --log-every 5 --run-dir "$OUT/run-$label" >"$OUT/train-$label.log" 2>&1; local rc=$?; cat "$OUT/train-$label.log"; return $rc; }
+    # The same on rank threads: each rank issues its work from its own thread.
+    train_on_rank_threads() { FIREMESH_RANK_THREADS=1 train 2 2-rank-threads; }
     step "train on 1 rank" train 1
     step "train on 2 ranks" train 2
+    step "train on 2 ranks, rank threads" train_on_rank_threads
     # "first last" loss of the run on $1 ranks, from its log.
     losses() { grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-$1.log" | awk '{print $2, $4}'; }
-    compare() {
+    # same_losses A B: the runs labelled A and B reach the same first and last losses.
+    same_losses() {
         local l1 l2
-        l1=$(losses 1)
-        l2=$(losses 2)
+        l1=$(losses "$1")
+        l2=$(losses "$2")
         awk -v l1="$l1" -v l2="$l2" 'BEGIN {
             split(l1, a, " "); split(l2, b, " ")
             if (a[2] == "" || b[2] == "") { print "no final loss in a training log"; exit 1 }
             if (!(a[2] < a[1])) { print "the loss did not fall: " l1; exit 1 }
             for (i = 1; i <= 2; i++) {
                 d = a[i] - b[i]; if (d < 0) d = -d
-                if (d > 1e-3 * a[i]) { print "1 and 2 ranks trained differently: " l1 " vs " l2; exit 1 }
+                if (d > 1e-3 * a[i]) { print "the runs trained differently: " l1 " vs " l2; exit 1 }
             }
-            print "1 and 2 ranks reach the same losses: " l1 " vs " l2 }' || return 1
+            print "the same losses: " l1 " vs " l2 }'
+    }
+    compare() {
+        same_losses 1 2 || return 1
         # With 2 GPUs the ranks are on different devices, so the sums must go through our group.
         if [ "$gpus" -ge 2 ]; then
             grep -q "[0-9] mesh-group" "$OUT/train-2.log" || { echo "no sums through the CubeCL group"; return 1; }
@@ -115,6 +123,7 @@ run)
         fi
     }
     step "1 vs 2 ranks" compare
+    step "2 ranks in turn vs on rank threads" same_losses 2 2-rank-threads
     # Bandwidth table: CUDA rows beside NCCL's all-reduce on the same sizes (where the ranks
     # are on distinct GPUs: NCCL takes a GPU once per communicator), the device's copy
     # bandwidth (the HBM bound) and burn-collective on Flex; the table is rewritten after each
@@ -125,6 +134,8 @@ run)
     # 8 GPT-2 sequences each (weak scaling; with one GPU they share it).
     step "bench: ResNet-50 batch 256, one rank" timeout 90 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps 3 --out benches/results/cuda/bench-batch256
     step "bench: zoo on N ranks" timeout 150 "$OUT/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps 3 --out benches/results/cuda/bench
+    # Rank threads on CUDA (off by default until measured): the same ResNet-50 rows at N = 2.
+    step "bench: ResNet-50 on rank threads" env FIREMESH_RANK_THREADS=1 timeout 60 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 2 --steps 3 --out benches/results/cuda/bench-rank-threads
     if [ ${#failed[@]} -ne 0 ]; then
         echo "gpu-check: FAILED: ${failed[*]}" >&2
         exit 1

@@ -67,10 +67,10 @@ fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
 }
 
 /// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), which keeps one stream per
-/// issuing thread. Work that another thread issues for the calling thread must run under the
-/// caller's stream ([`CallerStream`]): the runtime orders the work of one stream, and keeps a
-/// buffer that one stream freed from being reused before that stream's queued reads of it ran,
-/// but it does not order one stream's reads before another stream's reuse.
+/// issuing thread. Work that another thread issues on behalf of the calling thread runs under
+/// the caller's stream ([`CallerStream`]): the runtime orders the work of one stream as it was
+/// issued, while across streams it orders only the uses of a buffer it can see (a kernel
+/// reading another stream's output), and each stream has its own memory pool.
 pub fn streams_per_thread<D: 'static>() -> bool {
     use std::any::TypeId;
     let d = TypeId::of::<D>();

@@ -60,7 +60,7 @@ pub struct Row {
     pub comm_s: Option<f64>,
     pub comm_share: Option<f64>,
     /// Median share of a step's communication hidden behind other work (early buckets summed
-    /// on the communication thread of a CPU mesh; 0 where sums block the issuing thread).
+    /// on the communication thread while the step's thread did not wait for them).
     pub hidden_comm_share: Option<f64>,
     /// Collectives per step: gradient buckets (of which summed during the backward pass), and
     /// the other sums and gathers.
@@ -285,9 +285,9 @@ impl BenchReport {
              work still queued on every rank, so compute is not counted) over the step time; \
              in brackets, the share of all communication hidden behind other work: gradient \
              buckets summed during the backward pass (early buckets) on the communication \
-             thread of a CPU mesh, while the step did not wait for them. On CubeCL runtimes \
-             (wgpu, CUDA) a sum blocks the issuing thread until it completes, so nothing is \
-             hidden there. On a CPU mesh every rank shares the host's cores, so N > 1 shows \
+             thread, while the step did not wait for them (on CubeCL runtimes the step thread \
+             goes on queuing the backward pass meanwhile; the sums on the step thread block \
+             it until they complete). On a CPU mesh every rank shares the host's cores, so N > 1 shows \
              the mesh's overhead rather than a speed-up, and its sums are local additions. \
              MultiDevice gives each device its own batch in its own model copy; its step is the \
              difference of two Learner epochs of different lengths.\n",
