@@ -260,8 +260,8 @@ fn an_empty_block_on_separate_wgpu_clients() {
 /// Rank threads over separate wgpu clients, summed with the CubeCL group and early buckets:
 /// ranks 1.. issue their shares from their own threads (to the issuing thread's stream), and
 /// six SGD steps of a CNN with BatchNorm end with the losses and parameters of the same run with
-/// the ranks in turn, bit for bit. (Issued to the rank threads' own streams, the run drifted by
-/// about 1e-4 a step, differently each time.)
+/// the ranks in turn, bit for bit. (Issued to the rank threads' own streams, the run drifted from
+/// it, differently each time: this test failed in each of the runs tried.)
 #[test]
 fn a_cnn_on_rank_threads_over_separate_wgpu_clients_matches_the_ranks_in_turn_bit_for_bit() {
     use crate::training::{images, Cnn};
