@@ -6,6 +6,7 @@ use super::data::{ImageSource, Split};
 use crate::{Error, Result};
 use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
+use firemesh_collective::transport::CallerStream;
 use firemesh_datasets::{
     shard_image_batch, shard_token_batch, DistributedSampler, ImageBatch, ImageItem,
     SamplerPosition, TailPolicy,
@@ -79,32 +80,38 @@ impl<B: Backend> Prefetcher<B> {
         workers: usize,
     ) -> Result<Self> {
         let (send, queue) = sync_channel(prefetch);
+        // On CubeCL devices the uploads go to the training thread's streams, in order with its
+        // work, as the mesh's rank threads do (`CallerStream`).
+        let stream = CallerStream::current();
         let producer = std::thread::Builder::new()
             .name("firemesh-input".into())
             .spawn(move || {
-                let mut step = range.start;
-                while step < range.end {
-                    let position = order.position(step);
-                    let epoch = order.sampler.batches_from(position);
-                    for batch in epoch.take(order.steps_per_epoch - position.step) {
-                        if step == range.end {
-                            break;
-                        }
-                        let input = build(&split, &batch.indices, &devices, workers).map(|parts| {
-                            StepInput {
-                                step,
-                                position: batch.position,
-                                samples: batch.indices.len(),
-                                parts,
+                stream.run(|| {
+                    let mut step = range.start;
+                    while step < range.end {
+                        let position = order.position(step);
+                        let epoch = order.sampler.batches_from(position);
+                        for batch in epoch.take(order.steps_per_epoch - position.step) {
+                            if step == range.end {
+                                break;
                             }
-                        });
-                        let failed = input.is_err();
-                        if send.send(input).is_err() || failed {
-                            return; // the loop stopped, or nothing more can be built
+                            let input =
+                                build(&split, &batch.indices, &devices, workers).map(|parts| {
+                                    StepInput {
+                                        step,
+                                        position: batch.position,
+                                        samples: batch.indices.len(),
+                                        parts,
+                                    }
+                                });
+                            let failed = input.is_err();
+                            if send.send(input).is_err() || failed {
+                                return; // the loop stopped, or nothing more can be built
+                            }
+                            step += 1;
                         }
-                        step += 1;
                     }
-                }
+                })
             })
             .map_err(|e| Error::Invalid(format!("cannot start the input thread: {e}")))?;
         Ok(Self {
