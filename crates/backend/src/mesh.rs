@@ -51,10 +51,10 @@ impl<D: 'static> MeshInner<D> {
 }
 
 /// Whether new meshes over devices `D` run their ranks on their own threads. The environment
-/// variable `FIREMESH_RANK_THREADS` (read once) decides: `0` never, `1` always; unset (or
-/// anything else), on CPU devices and not on CubeCL devices (wgpu, CUDA): on the 2-core machine
-/// this was measured on, rank threads cost a lavapipe mesh more host time per op than ranks in
-/// turn (`op_host_time`), and no GPU mesh has measured them yet.
+/// variable `FIREMESH_RANK_THREADS` (read once) decides: `0` never, `1` always. Unset (another
+/// value is warned about): on CPU devices, not on CubeCL devices (wgpu, CUDA), because on the
+/// 2-core machine this was measured on, rank threads cost a lavapipe mesh more host time per
+/// op than ranks in turn (`op_host_time`), and no GPU mesh has measured them yet.
 fn rank_threads_by_default<D: 'static>() -> bool {
     static SETTING: OnceLock<Option<bool>> = OnceLock::new();
     let setting = *SETTING.get_or_init(|| {
@@ -63,7 +63,12 @@ fn rank_threads_by_default<D: 'static>() -> bool {
             .and_then(|v| match v.trim() {
                 "0" => Some(false),
                 "1" => Some(true),
-                _ => None,
+                other => {
+                    tracing::warn!(
+                        "FIREMESH_RANK_THREADS={other:?} is neither 0 nor 1: using the default"
+                    );
+                    None
+                }
             })
     });
     setting.unwrap_or(!firemesh_collective::transport::streams_per_thread::<D>())
