@@ -54,9 +54,9 @@ pub struct Counts {
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
     /// ([`crate::buckets::set_early_buckets`]), counted where they were started. Their
-    /// collectives are in `routes` too: where they ran on the communication thread (meshes of
-    /// devices that are not CubeCL's), counted where they were waited for
-    /// ([`crate::buckets::close_early_buckets`]), with the time they took there
+    /// collectives are in `routes` too: they run on the communication thread and are counted
+    /// where they were waited for ([`crate::buckets::close_early_buckets`]), with the time they
+    /// took there
     /// (`early_comm_nanos`) and the time the waiting thread spent waiting (`early_wait_nanos`,
     /// also in `comm_nanos`). The difference is communication hidden behind other work.
     pub early_buckets: u64,
