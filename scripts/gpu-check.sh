@@ -87,7 +87,11 @@ run)
         fi
     }
     # Collective tests on CUDA: absence of a GPU or of NVRTC is a failure here, not a skip.
-    step "collective tests" env FIREMESH_REQUIRE_CUDA=1 timeout 200 "$OUT/cuda_collectives" cuda:: --test-threads=1
+    # Each suite twice: transfers waiting on the host (the default), then stream-ordered ones
+    # (FIREMESH_CUDA_COPY=stream), which wait for each other on the devices: a hang there is a
+    # time-out of its own step.
+    step "collective tests, synchronous copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::sync:: --test-threads=1
+    step "collective tests, stream-ordered copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::stream:: --test-threads=1
     # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
     # train RANKS [LABEL]: its log is train-LABEL.log (LABEL defaults to RANKS).
     train() { local label=${2:-$1}; timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --share-devices --steps 10 --log-every 5 --run-dir "$OUT/run-$label" >"$OUT/train-$label.log" 2>&1; local rc=$?; cat "$OUT/train-$label.log"; return $rc; }
@@ -124,7 +128,13 @@ run)
     }
     step "1 vs 2 ranks" compare
     step "2 ranks in turn vs on rank threads" same_losses 2 2-rank-threads
-    # Bandwidth table: CUDA rows beside NCCL's all-reduce on the same sizes (where the ranks
+    # With 2 GPUs the sums cross devices: the same run with stream-ordered copies.
+    if [ "$gpus" -ge 2 ]; then
+        train_stream_ordered() { FIREMESH_CUDA_COPY=stream train 2 2-stream; }
+        step "train on 2 GPUs, stream-ordered copies" train_stream_ordered
+        step "synchronous vs stream-ordered copies" same_losses 2 2-stream
+    fi
+    # Bandwidth table: CUDA rows of both transfers (`stream/sync` compares them) beside NCCL's all-reduce on the same sizes (where the ranks
     # are on distinct GPUs: NCCL takes a GPU once per communicator), the device's copy
     # bandwidth (the HBM bound) and burn-collective on Flex; the table is rewritten after each
     # rank count, so a time limit still leaves the rows measured.

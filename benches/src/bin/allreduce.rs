@@ -10,8 +10,8 @@ use clap::Parser;
 use cubecl::wgpu::WgpuRuntime;
 use firemesh_benches::{memcpy_gbps, seconds, size_label, time_median, write_results, Row};
 use firemesh_collective::{
-    probe, transport::ClientCopy, wgpu_devices::wgpu_devices, CollectiveRuntime, Collectives,
-    DType, Group, PortableGroup, ReduceOp,
+    probe, transport::ClientCopy, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime,
+    Collectives, DType, Group, PortableGroup, ReduceOp, Transfer,
 };
 use std::sync::Arc;
 
@@ -72,8 +72,8 @@ fn main() {
     let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
     md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on Flex run on the same data in the same run;\n";
     md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on Flex only.\n\n";
-    md += "| N | size | ours cuda | NCCL cuda | ours/NCCL | cuda copy | ours cuda / copy | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    md += "| N | size | ours cuda | ours cuda stream | stream/sync | NCCL cuda | ours/NCCL | cuda copy | ours cuda / copy | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     let mut nccl_notes = Vec::new();
     // The device's copy bandwidth per size (on the first GPU), measured once.
     let copies: Vec<Option<f64>> = sizes
@@ -98,16 +98,20 @@ fn main() {
                         .ok()
                 })
                 .flatten();
-            let cuda_row = (!cuda.is_empty()).then_some(()).and_then(|()| {
+            // Both CUDA transfers on the same buffers: each transfer waiting on the host, and
+            // transfers ordered on the devices' streams.
+            let cuda_point = |implementation: &str, transfer: Transfer| {
+                if cuda.is_empty() {
+                    return None;
+                }
                 let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
-                device_point(
-                    "ours",
-                    "cuda",
-                    Group::<cubecl::cuda::CudaRuntime>::new_shared(devices).expect("cuda group"),
-                    len,
-                    args.iters,
-                )
-            });
+                let group = Group::<cubecl::cuda::CudaRuntime>::new_shared(devices)
+                    .expect("cuda group")
+                    .with_config(CollectiveConfig::with_transfer(transfer));
+                device_point(implementation, "cuda", group, len, args.iters)
+            };
+            let cuda_row = cuda_point("ours", Transfer::Synchronous);
+            let cuda_stream_row = cuda_point("ours-stream", Transfer::StreamOrdered);
             let wgpu_row = wgpu.as_ref().and_then(|d| {
                 let group = Group::<WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group");
                 let group = if args.wgpu_client_copy {
@@ -140,14 +144,19 @@ fn main() {
                 (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
                 _ => "–".into(),
             };
+            let stream_vs_sync = match (&cuda_row, &cuda_stream_row) {
+                (Some(sync), Some(stream)) => format!("{:.2}×", sync.seconds / stream.seconds),
+                _ => "–".into(),
+            };
             let vs_copy = match (copy, &cuda_row) {
                 (Some(c), Some(o)) => format!("{:.3}", o.busbw_gbps / c),
                 _ => "–".into(),
             };
             let line = format!(
-                "| {n} | {} | {} | {} | {vs_nccl} | {} | {vs_copy} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
+                "| {n} | {} | {} | {} | {stream_vs_sync} | {} | {vs_nccl} | {} | {vs_copy} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
                 size_label(bytes),
                 bw(&cuda_row),
+                bw(&cuda_stream_row),
                 bw(&nccl_row),
                 copy.map_or("–".into(), |c| format!("{c:.1}")),
                 bw(&wgpu_row),
@@ -159,9 +168,16 @@ fn main() {
             print!("{line}");
             md += &line;
             rows.extend(
-                [cuda_row, nccl_row, wgpu_row, ours_cpu, peer_cpu]
-                    .into_iter()
-                    .flatten(),
+                [
+                    cuda_row,
+                    cuda_stream_row,
+                    nccl_row,
+                    wgpu_row,
+                    ours_cpu,
+                    peer_cpu,
+                ]
+                .into_iter()
+                .flatten(),
             );
             rows.push(Row::new(
                 "host-memcpy",
@@ -202,7 +218,12 @@ fn main() {
             args.cpu_max_mib
         );
     }
-    md += "\nOn CUDA, `NCCL` is NCCL's all-reduce as Burn's `DistributedBackend::all_reduce` \
+    md += "\nOn CUDA, `ours cuda` waits on the host for both devices around each transfer \
+           (`Transfer::Synchronous`, the default); `ours cuda stream` queues transfers on raw \
+           streams ordered against CubeCL's with flags in device memory \
+           (`Transfer::StreamOrdered`, `FIREMESH_CUDA_COPY=stream`); `stream/sync` is the \
+           ratio of their times (above 1: stream-ordered is faster). ";
+    md += "`NCCL` is NCCL's all-reduce as Burn's `DistributedBackend::all_reduce` \
            issues it (through CubeCL, one thread per rank), on buffers of the same size; `cuda copy` \
            is one device copy of the buffer (bytes copied per second, each read once and written \
            once) on the first GPU: an all-reduce over ranks that share one GPU moves at least \

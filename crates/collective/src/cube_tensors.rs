@@ -44,8 +44,8 @@ where
             return Ok(buf);
         }
         let rank_of_buf = self.rank_on(buf.device()).unwrap_or(rank);
-        self.fabric(dtype)
-            .send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)
+        let fabric = self.fabric(dtype);
+        fabric.staged_as_buf(fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)?)
     }
 
     fn tensor_from_buf(

@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 pub struct Group<R: CollectiveRuntime> {
     ranks: Vec<Rank<R>>,
     transport: Arc<dyn Transport<R>>,
+    /// Whether `transport` was given by [`Group::with_transport`] rather than made from the
+    /// config, which then no longer replaces it.
+    chosen_transport: bool,
     config: CollectiveConfig,
     /// (rank, dtype) pairs already checked against the device's capabilities.
     supported: Mutex<Vec<(usize, DType, bool)>>,
@@ -53,21 +56,29 @@ impl<R: CollectiveRuntime> Group<R> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let config = R::default_config();
         Ok(Self {
             ranks,
-            transport: R::default_transport(),
-            config: R::default_config(),
+            transport: R::transport(&config),
+            chosen_transport: false,
+            config,
             supported: Mutex::new(Vec::new()),
         })
     }
 
-    /// Replace the transport (e.g. to compare transports in a benchmark).
+    /// Replace the transport (e.g. to compare transports in a benchmark); a config given
+    /// afterwards keeps it.
     pub fn with_transport(mut self, transport: Arc<dyn Transport<R>>) -> Self {
         self.transport = transport;
+        self.chosen_transport = true;
         self
     }
 
+    /// Use `config`, and the transport of its `transfer` (unless one was chosen).
     pub fn with_config(mut self, config: CollectiveConfig) -> Self {
+        if !self.chosen_transport && config.transfer != self.config.transfer {
+            self.transport = R::transport(&config);
+        }
         self.config = config;
         self
     }

@@ -4,6 +4,7 @@
 use crate::{op::Combine, DType, DeviceBuffer};
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
+use cubecl::server::Handle;
 use std::ops::Range;
 
 /// `dst[dst_at + i] = combine(dst[dst_at + i], src[i])` for every i of `src` (in vectors).
@@ -54,6 +55,22 @@ fn divide_kernel<F: Float, N: Size>(
     if i < count as usize {
         let v = Vector::<f32, N>::cast_from(buf[at as usize + i]);
         buf[at as usize + i] = Vector::cast_from(v / Vector::new(divisor));
+    }
+}
+
+/// `dst[dst_at + i] = src[src_at + i]` for i < count (in vectors of 32-bit words: the bytes,
+/// whatever the dtype).
+#[cube(launch_unchecked)]
+fn copy_words_kernel<N: Size>(
+    dst: &mut Array<Vector<u32, N>>,
+    src: &Array<Vector<u32, N>>,
+    dst_at: u32,
+    src_at: u32,
+    count: u32,
+) {
+    let i = ABSOLUTE_POS;
+    if i < count as usize {
+        dst[dst_at as usize + i] = src[src_at as usize + i];
     }
 }
 
@@ -164,4 +181,49 @@ pub(crate) fn divide<R: Runtime>(
         offset(count / w),
         divisor as f32,
     ));
+}
+
+/// The first `words` 32-bit words of `src` into `dst` (both may be slices of a buffer, at
+/// offsets that are whole words, spanning at least `words` words).
+pub(crate) fn copy_words<R: Runtime>(
+    client: &ComputeClient<R>,
+    dst: &Handle,
+    src: &Handle,
+    words: usize,
+) {
+    // The kernel binds whole buffers (runtimes restrict the offsets a binding may start at)
+    // and is given the slices' first words.
+    let whole = |h: &Handle| {
+        let start = h.offset_start.unwrap_or(0) as usize;
+        assert!(
+            start.is_multiple_of(4) && h.size_in_used() as usize >= 4 * words,
+            "copy_words: {words} words at byte {start} of a {}-byte slice",
+            h.size_in_used()
+        );
+        let mut base = h.clone();
+        (base.offset_start, base.offset_end) = (None, None);
+        let len = base.size() as usize / 4;
+        (base, start / 4, len)
+    };
+    let (dst, dst_at, dst_len) = whole(dst);
+    let (src, src_at, src_len) = whole(src);
+    let Some((w, cubes, dim)) = plan(client, words, &[words, dst_at, src_at, dst_len, src_len])
+    else {
+        return;
+    };
+    // SAFETY: both slices lie inside their buffers (checked above) and the kernel guards each
+    // access with `count`.
+    unsafe {
+        copy_words_kernel::launch_unchecked::<R>(
+            client,
+            cubes,
+            dim,
+            w,
+            ArrayArg::from_raw_parts(dst, dst_len),
+            ArrayArg::from_raw_parts(src, src_len),
+            offset(dst_at / w),
+            offset(src_at / w),
+            offset(words / w),
+        )
+    }
 }

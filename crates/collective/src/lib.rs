@@ -30,7 +30,7 @@ pub mod wgpu_devices;
 
 pub use algorithms::{ranges_from_lens, shard_ranges};
 pub use communicator::Communicator;
-pub use config::{Algorithm, CollectiveConfig};
+pub use config::{Algorithm, CollectiveConfig, Transfer};
 pub use dtype::DType;
 pub use error::{panic_message, CollectiveError, Result, Unavailable};
 pub use fabric::device::DeviceBuffer;
@@ -38,7 +38,7 @@ pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable_group::PortableGroup;
 pub use tensors::{TensorBridge, TensorCollectives};
-pub use transport::{CollectiveRuntime, Rank, Transport};
+pub use transport::{Arrival, CollectiveRuntime, Rank, Transport};
 
 /// The collectives a group of N ranks runs. Every method takes one buffer per rank, in rank
 /// order, from a single caller.

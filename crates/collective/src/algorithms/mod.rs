@@ -61,7 +61,7 @@ pub(crate) fn reduce_scatter<F: Fabric>(
         if op == ReduceOp::Mean && n > 1 {
             f.divide(r, &mut bufs[r], part.clone(), n)?;
         }
-        out.push(f.staged_as_buf(f.send(r, &bufs[r], part.clone(), r)?));
+        out.push(f.staged_as_buf(f.send(r, &bufs[r], part.clone(), r)?)?);
     }
     Ok(out)
 }
@@ -79,7 +79,7 @@ pub(crate) fn all_gather<F: Fabric>(
     for (r, shard) in shards.into_iter().enumerate() {
         let mut out = f.alloc(r, total)?;
         if lens[r] > 0 {
-            f.write(r, &mut out, parts[r].start, f.buf_as_staged(shard))?;
+            f.write(r, &mut out, parts[r].start, f.buf_as_staged(r, shard))?;
         }
         outs.push(out);
     }
@@ -226,7 +226,8 @@ pub(crate) fn deliver<F: Fabric>(
 }
 
 /// `job` for every multicast, concurrently (a host thread each) when the step's transfers are
-/// big enough to be worth a thread; results in `casts` order.
+/// big enough to be worth a thread and the fabric's sends wait on the host; results in `casts`
+/// order.
 fn run_casts<F: Fabric, T: Send>(
     f: &F,
     casts: &[Multicast],
@@ -235,7 +236,7 @@ fn run_casts<F: Fabric, T: Send>(
     job: impl Fn(&Multicast) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let biggest = links.iter().map(|l| l.range.len()).max().unwrap_or(0) * f.elem_size();
-    if casts.len() < 2 || biggest < cfg.parallel_transfer_bytes {
+    if casts.len() < 2 || biggest < cfg.parallel_transfer_bytes || !f.sends_wait_on_host() {
         return casts.iter().map(&job).collect();
     }
     let job = &job;

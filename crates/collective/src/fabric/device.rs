@@ -2,7 +2,7 @@
 //! [`Transport`], reductions are the kernels of [`crate::kernels`].
 
 use super::Fabric;
-use crate::transport::{Rank, Transport};
+use crate::transport::{Arrival, FlagWait, Rank, Transport};
 use crate::{error::catch_runtime, kernels, op::Combine, DType, Result};
 use cubecl::{client::ComputeClient, server::Handle, stream_id::StreamId, Runtime};
 use std::ops::Range;
@@ -63,6 +63,44 @@ impl<R: Runtime> DeviceBuffer<R> {
     }
 }
 
+/// A buffer received by one rank: the wait its stream queues before the first kernel that
+/// reads it, while the bytes may still be moving. Dropped unread, it queues the wait anyway, so
+/// that the memory is not reused before the copy into it is done.
+pub(crate) struct Incoming<R: Runtime> {
+    buf: DeviceBuffer<R>,
+    rank: usize,
+    pending: Option<FlagWait>,
+}
+
+impl<R: Runtime> Incoming<R> {
+    fn landed(buf: DeviceBuffer<R>, rank: usize) -> Self {
+        Self {
+            buf,
+            rank,
+            pending: None,
+        }
+    }
+
+    /// The buffer, once a kernel queued next on `client` (rank `rank`'s) may read it.
+    fn read(mut self, client: &ComputeClient<R>) -> Result<DeviceBuffer<R>> {
+        if let Some(wait) = self.pending.take() {
+            wait.enqueue(self.rank, client)?;
+        }
+        Ok(self.buf.clone())
+    }
+}
+
+impl<R: Runtime> Drop for Incoming<R> {
+    fn drop(&mut self) {
+        if let Some(wait) = self.pending.take() {
+            let client = R::client(&self.buf.device);
+            if let Err(e) = wait.enqueue(self.rank, &client) {
+                tracing::error!(target: "firemesh::transport", "rank {}: a buffer dropped unread could not wait for its copy: {e}", self.rank);
+            }
+        }
+    }
+}
+
 /// Allocation sizes are rounded up to whole 4-byte words (the copy granularity of wgpu).
 pub(crate) fn padded_bytes(len: usize, dtype: DType) -> usize {
     (len * dtype.size()).div_ceil(4).max(1) * 4
@@ -113,7 +151,7 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         src: &DeviceBuffer<R>,
         range: Range<usize>,
         tos: &[usize],
-    ) -> Result<Vec<DeviceBuffer<R>>> {
+    ) -> Result<Vec<Incoming<R>>> {
         let peers: Vec<&Rank<R>> = tos
             .iter()
             .filter(|&&to| to != from && !range.is_empty())
@@ -130,10 +168,15 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         tos.iter()
             .map(|&to| {
                 if to == from || range.is_empty() {
-                    return self.local_copy(to, src, range.clone());
+                    let copy = self.local_copy(to, src, range.clone())?;
+                    return Ok(Incoming::landed(copy, to));
                 }
-                let handle = moved.next().expect("one copy per peer");
-                Ok(self.buffer(to, handle, range.len()))
+                let Arrival { handle, pending } = moved.next().expect("one copy per peer");
+                Ok(Incoming {
+                    buf: self.buffer(to, handle, range.len()),
+                    rank: to,
+                    pending,
+                })
             })
             .collect()
     }
@@ -164,7 +207,7 @@ impl<R: Runtime> DeviceFabric<'_, R> {
 
 impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
     type Buf = DeviceBuffer<R>;
-    type Staged = DeviceBuffer<R>;
+    type Staged = Incoming<R>;
 
     fn len(&self, buf: &Self::Buf) -> usize {
         buf.len
@@ -172,6 +215,10 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
 
     fn elem_size(&self) -> usize {
         self.dtype.size()
+    }
+
+    fn sends_wait_on_host(&self) -> bool {
+        self.transport.waits_on_host()
     }
 
     fn send(
@@ -234,6 +281,8 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         staged: Self::Staged,
         op: Combine,
     ) -> Result<()> {
+        let client = &self.rank(rank).client;
+        let staged = staged.read(client)?;
         self.launch(rank, |client| {
             kernels::combine(client, dst, at, &staged, op)
         })
@@ -246,6 +295,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         at: usize,
         staged: Self::Staged,
     ) -> Result<()> {
+        let staged = staged.read(&self.rank(rank).client)?;
         let whole = 0..staged.len;
         self.launch(rank, |client| {
             kernels::copy(client, dst, at, &staged, whole)
@@ -268,11 +318,12 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         Ok(self.buffer(rank, handle, len))
     }
 
-    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
-        buf
+    fn buf_as_staged(&self, rank: usize, buf: Self::Buf) -> Self::Staged {
+        Incoming::landed(buf, rank)
     }
 
-    fn staged_as_buf(&self, staged: Self::Staged) -> Self::Buf {
-        staged
+    fn staged_as_buf(&self, staged: Self::Staged) -> Result<Self::Buf> {
+        let client = &self.rank(staged.rank).client;
+        staged.read(client)
     }
 }

@@ -162,11 +162,11 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         })
     }
 
-    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
+    fn buf_as_staged(&self, _rank: usize, buf: Self::Buf) -> Self::Staged {
         buf
     }
 
-    fn staged_as_buf(&self, staged: Self::Staged) -> Self::Buf {
-        staged
+    fn staged_as_buf(&self, staged: Self::Staged) -> Result<Self::Buf> {
+        Ok(staged)
     }
 }

@@ -1,6 +1,6 @@
 //! The runtime's own client-to-client copy (through the host on wgpu).
 
-use super::{Rank, Transport};
+use super::{Arrival, Rank, Transport};
 use crate::{error::catch_runtime, DType, Result};
 use cubecl::{server::Handle, Runtime};
 
@@ -13,11 +13,12 @@ impl<R: Runtime> Transport<R> for ClientCopy {
         "client-copy"
     }
 
-    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Handle> {
+    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival> {
         let mut client = from.client.clone();
         catch_runtime(from.index, || {
             client.to_client(src, &to.client, dtype.elem_type())
         })
+        .map(Arrival::landed)
     }
 
     /// One read-back for all destinations instead of one per destination.
@@ -27,13 +28,13 @@ impl<R: Runtime> Transport<R> for ClientCopy {
         src: Handle,
         to: &[&Rank<R>],
         dtype: DType,
-    ) -> Result<Vec<Handle>> {
+    ) -> Result<Vec<Arrival>> {
         if let [only] = to {
             return Ok(vec![self.copy(from, src, only, dtype)?]);
         }
         let bytes = super::read_back(from, src)?;
         to.iter()
-            .map(|rank| super::upload_new(rank, &bytes))
+            .map(|rank| super::upload_new(rank, &bytes).map(Arrival::landed))
             .collect()
     }
 }

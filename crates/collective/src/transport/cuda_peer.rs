@@ -1,14 +1,13 @@
 //! Device-to-device copies between CUDA GPUs with the driver API: peer-to-peer over NVLink or
 //! PCIe where `cuDeviceCanAccessPeer` allows it, staged by the driver otherwise. No NCCL.
 
-use super::{Rank, Transport};
+use super::cuda_driver::{check, PeerAccess, PrimaryContext};
+use super::{Arrival, Rank, Transport};
 use crate::error::{catch_runtime, try_runtime};
-use crate::{CollectiveError, DType, Result};
-use cubecl::cuda::{CudaDevice, CudaRuntime};
+use crate::{DType, Result};
+use cubecl::cuda::CudaRuntime;
 use cubecl::server::Handle;
 use cudarc::driver::sys;
-use std::collections::HashSet;
-use std::sync::Mutex;
 
 /// Copies between CUDA devices with `cuMemcpyPeer` in the devices' primary contexts (the ones
 /// CubeCL uses). Ordering against CubeCL's streams, whichever threads queued work on them:
@@ -16,63 +15,11 @@ use std::sync::Mutex;
 /// been issued to its CUDA streams; both contexts are then synchronized, which waits for all
 /// their streams; the copy runs; and it is complete on both devices before `copy` returns, so
 /// kernels queued after it see the data. Correct but synchronous: overlap comes only from the
-/// ring running its links on parallel host threads (event-based ordering on CubeCL's streams
-/// is the next step).
+/// ring running its links on parallel host threads. [`super::CudaStreamCopy`] orders copies on
+/// the devices instead ([`crate::Transfer::StreamOrdered`]).
 #[derive(Default)]
 pub struct CudaPeerCopy {
-    peers_enabled: Mutex<HashSet<(usize, usize)>>,
-}
-
-fn check(rank: usize, what: &str, code: sys::CUresult) -> Result<()> {
-    if code == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(CollectiveError::Runtime {
-            rank,
-            reason: format!("{what} failed: {code:?}"),
-        })
-    }
-}
-
-/// A device's primary context (the one CubeCL uses), retained while this value lives.
-struct PrimaryContext {
-    index: usize,
-    device: sys::CUdevice,
-    ctx: sys::CUcontext,
-}
-
-impl PrimaryContext {
-    fn retain(rank: usize, device: &CudaDevice) -> Result<Self> {
-        let mut dev: sys::CUdevice = 0;
-        let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: plain driver calls with valid out-pointers.
-        unsafe {
-            check(
-                rank,
-                "cuDeviceGet",
-                sys::cuDeviceGet(&mut dev, device.index as i32),
-            )?;
-            check(
-                rank,
-                "cuDevicePrimaryCtxRetain",
-                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-            )?;
-        }
-        Ok(Self {
-            index: device.index,
-            device: dev,
-            ctx,
-        })
-    }
-
-    /// Make this context current on the calling thread and wait for all its work.
-    fn synchronize(&self, rank: usize) -> Result<()> {
-        // SAFETY: the context is retained while `self` lives.
-        unsafe {
-            check(rank, "cuCtxSetCurrent", sys::cuCtxSetCurrent(self.ctx))?;
-            check(rank, "cuCtxSynchronize", sys::cuCtxSynchronize())
-        }
-    }
+    peers: PeerAccess,
 }
 
 /// Wait for all work on both ranks' devices (once when they share one), given as
@@ -83,42 +30,6 @@ fn synchronize_both(a: (usize, &PrimaryContext), b: (usize, &PrimaryContext)) ->
         b.1.synchronize(b.0)?;
     }
     Ok(())
-}
-
-impl Drop for PrimaryContext {
-    fn drop(&mut self) {
-        // SAFETY: releases the reference taken in `retain`; CubeCL holds its own.
-        unsafe {
-            sys::cuDevicePrimaryCtxRelease_v2(self.device);
-        }
-    }
-}
-
-impl CudaPeerCopy {
-    /// Enable direct access from `from`'s context to `to`'s memory once, if the hardware allows.
-    /// CubeCL allocates from the stream-ordered pool (`cuMemAllocAsync`), whose memory this
-    /// does not open to peers (that takes `cuMemPoolSetAccess`): `cuMemcpyPeer` stays correct
-    /// either way, but the driver may stage it. Which one runs is for a multi-GPU measurement
-    /// to show before pool access is granted.
-    fn enable_peer(&self, from: &PrimaryContext, to: &PrimaryContext) {
-        let key = (from.index, to.index);
-        let mut done = self.peers_enabled.lock().unwrap_or_else(|e| e.into_inner());
-        if from.index == to.index || !done.insert(key) {
-            return;
-        }
-        let mut can = 0;
-        // SAFETY: valid device handles and retained contexts.
-        unsafe {
-            if sys::cuDeviceCanAccessPeer(&mut can, from.device, to.device)
-                == sys::CUresult::CUDA_SUCCESS
-                && can == 1
-            {
-                sys::cuCtxSetCurrent(from.ctx);
-                // Already-enabled is fine; anything else leaves the driver's staged copy in use.
-                let _ = sys::cuCtxEnablePeerAccess(to.ctx, 0);
-            }
-        }
-    }
 }
 
 impl Transport<CudaRuntime> for CudaPeerCopy {
@@ -132,11 +43,11 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         src: Handle,
         to: &Rank<CudaRuntime>,
         _dtype: DType,
-    ) -> Result<Handle> {
+    ) -> Result<Arrival> {
         let bytes = src.size_in_used() as usize;
         let dst = catch_runtime(to.index, || to.client.empty(bytes.max(1)))?;
         if bytes == 0 {
-            return Ok(dst);
+            return Ok(Arrival::landed(dst));
         }
         // The resolved resources keep both allocations out of the memory pool's hands until
         // the copy is done.
@@ -152,7 +63,7 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         // A client's sync covers the calling thread's stream only; work other threads queued
         // (a kernel writing the source, an upload) may still run on theirs.
         synchronize_both((from.index, &src_ctx), (to.index, &dst_ctx))?;
-        self.enable_peer(&src_ctx, &dst_ctx);
+        self.peers.open(&src_ctx, &dst_ctx);
         // SAFETY: both pointers are live device allocations of at least `bytes` bytes, held
         // by the resources above; both clients are idle, so nothing races the copy.
         unsafe {
@@ -178,6 +89,6 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         // its last leg runs in the destination's context. Finish it on both devices.
         synchronize_both((from.index, &src_ctx), (to.index, &dst_ctx))?;
         drop((src_mem, dst_mem));
-        Ok(dst)
+        Ok(Arrival::landed(dst))
     }
 }

@@ -2,15 +2,20 @@
 //! what moves where) and from the kernels (which reduce what arrived).
 
 mod client_copy;
+mod cuda_driver;
 mod cuda_peer;
+mod cuda_stream;
+mod flags;
 mod wgpu_staged;
 
 pub use client_copy::ClientCopy;
 pub use cuda_peer::CudaPeerCopy;
+pub use cuda_stream::CudaStreamCopy;
+pub use flags::FlagWait;
 pub use wgpu_staged::WgpuStagedCopy;
 
 use crate::error::{catch_runtime, try_runtime};
-use crate::{CollectiveConfig, DType, Result, Unavailable};
+use crate::{CollectiveConfig, DType, Result, Transfer, Unavailable};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -22,13 +27,40 @@ pub struct Rank<R: Runtime> {
     pub client: ComputeClient<R>,
 }
 
+/// A buffer copied to a rank, and what that rank must wait for before it reads it.
+#[derive(Debug)]
+pub struct Arrival {
+    pub handle: Handle,
+    /// `None`: kernels queued after the copy returned see the bytes. `Some`: the bytes are
+    /// still moving; queue the wait ([`FlagWait::enqueue`]) on the rank before reading them.
+    pub pending: Option<FlagWait>,
+}
+
+impl Arrival {
+    /// A buffer whose bytes are in place for any kernel queued from now on.
+    pub fn landed(handle: Handle) -> Self {
+        Self {
+            handle,
+            pending: None,
+        }
+    }
+}
+
 /// Copies a buffer from one rank to a new buffer on another.
 pub trait Transport<R: Runtime>: Send + Sync {
     /// A short name for logs and benchmark tables.
     fn name(&self) -> &'static str;
+    /// Whether a copy returns only once its bytes have moved (the host waits), rather than
+    /// once it is queued. Host threads run the transfers of a step side by side only for
+    /// transports that wait.
+    fn waits_on_host(&self) -> bool {
+        true
+    }
     /// Copy all bytes `src` spans (its offsets are honoured) from `from` into a new buffer on
-    /// `to`. Work already queued on `from` that writes `src` is complete before the copy reads.
-    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Handle>;
+    /// `to`, issued on the calling thread's stream. Work already queued on `from` that writes
+    /// `src` is complete before the copy reads, and work queued on `from` afterwards may write
+    /// `src` at once.
+    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival>;
     /// [`Transport::copy`] of one source to several ranks, in `to` order. Transports that
     /// stage through the host override it to read the source once.
     fn copy_many(
@@ -37,14 +69,15 @@ pub trait Transport<R: Runtime>: Send + Sync {
         src: Handle,
         to: &[&Rank<R>],
         dtype: DType,
-    ) -> Result<Vec<Handle>> {
+    ) -> Result<Vec<Arrival>> {
         to.iter()
             .map(|rank| self.copy(from, src.clone(), rank, dtype))
             .collect()
     }
     /// Copy `src` of `from` into each target: an existing slice of a buffer on that rank, as
-    /// long as `src`. Returns `Ok(false)`, having copied nothing, when this transport cannot
-    /// land bytes in place; the caller then goes through [`Transport::copy_many`].
+    /// long as `src`; kernels queued after it returns see the bytes. Returns `Ok(false)`,
+    /// having copied nothing, when this transport cannot land bytes in place; the caller then
+    /// goes through [`Transport::copy_many`].
     fn copy_into_many(
         &self,
         _from: &Rank<R>,
@@ -98,28 +131,23 @@ impl CallerStream {
     }
 }
 
-/// A CubeCL runtime that collectives run on, with the transport it uses by default.
+/// A CubeCL runtime that collectives run on, with its transports.
 pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
-    fn default_transport() -> Arc<dyn Transport<Self>>;
-    /// The config a [`crate::Group`] on this runtime starts from. No sub-chunks while the
-    /// default transport is synchronous: each transfer waits for every kernel queued on the
-    /// devices it joins, so sub-chunks would add synchronisations and overlap nothing. (Ring
-    /// all-reduce of 64 MiB over 2 lavapipe devices: 75 ms unpipelined, 117 ms at depth 4.)
-    /// The pipelined ring stays available through the config.
+    /// The transport that carries out `config.transfer` on this runtime.
+    fn transport(config: &CollectiveConfig) -> Arc<dyn Transport<Self>>;
+    /// The config a [`crate::Group`] on this runtime starts from: that of synchronous
+    /// transfers ([`CollectiveConfig::with_transfer`]).
     fn default_config() -> CollectiveConfig {
-        CollectiveConfig {
-            pipeline_depth: 1,
-            ..CollectiveConfig::default()
-        }
+        CollectiveConfig::with_transfer(Transfer::Synchronous)
     }
     /// Whether `device` can be used, checked before any runtime call that could panic.
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable>;
 }
 
 impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
-    /// Synchronous: a wgpu transfer is a blocking read-back, which waits for every kernel
-    /// queued on the source.
-    fn default_transport() -> Arc<dyn Transport<Self>> {
+    /// Synchronous whatever `config.transfer` asks: a wgpu transfer is a blocking read-back,
+    /// which waits for every kernel queued on the source.
+    fn transport(_config: &CollectiveConfig) -> Arc<dyn Transport<Self>> {
         Arc::new(WgpuStagedCopy::default())
     }
 
@@ -129,9 +157,19 @@ impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
 }
 
 impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
-    /// Synchronous: each transfer waits for every kernel queued on both devices.
-    fn default_transport() -> Arc<dyn Transport<Self>> {
-        Arc::new(CudaPeerCopy::default())
+    /// [`CudaPeerCopy`] (each transfer waits for both devices) or [`CudaStreamCopy`] (nothing
+    /// waits on the host).
+    fn transport(config: &CollectiveConfig) -> Arc<dyn Transport<Self>> {
+        match config.transfer {
+            Transfer::Synchronous => Arc::new(CudaPeerCopy::default()),
+            Transfer::StreamOrdered => Arc::new(CudaStreamCopy::default()),
+        }
+    }
+
+    /// The config of the transfer that `FIREMESH_CUDA_COPY` names (`sync`, the default, or
+    /// `stream`).
+    fn default_config() -> CollectiveConfig {
+        CollectiveConfig::with_transfer(Transfer::from_env())
     }
 
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable> {

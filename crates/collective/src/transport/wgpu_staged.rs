@@ -7,7 +7,7 @@
 //! software driver (lavapipe) its pages are faulted in anew each time, which costs more than
 //! the copy itself.
 
-use super::{ClientCopy, Rank, Transport};
+use super::{Arrival, ClientCopy, Rank, Transport};
 use crate::error::{catch_runtime, try_runtime};
 use crate::{wgpu_devices, CollectiveError, DType, Result};
 use cubecl::{server::Handle, wgpu::WgpuDevice, wgpu::WgpuRuntime};
@@ -52,7 +52,7 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         src: Handle,
         to: &Rank<WgpuRuntime>,
         dtype: DType,
-    ) -> Result<Handle> {
+    ) -> Result<Arrival> {
         Ok(self.copy_many(from, src, &[to], dtype)?.remove(0))
     }
 
@@ -63,7 +63,7 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         src: Handle,
         to: &[&Rank<WgpuRuntime>],
         dtype: DType,
-    ) -> Result<Vec<Handle>> {
+    ) -> Result<Vec<Arrival>> {
         let bytes = src.size_in_used();
         let setups: Vec<_> = to
             .iter()
@@ -75,9 +75,12 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         let data = super::read_back(from, src)?;
         to.iter()
             .zip(setups)
-            .map(|(rank, setup)| match setup {
-                Some(setup) => self.upload_new(&setup, rank, &data),
-                None => super::upload_new(rank, &data),
+            .map(|(rank, setup)| {
+                match setup {
+                    Some(setup) => self.upload_new(&setup, rank, &data),
+                    None => super::upload_new(rank, &data),
+                }
+                .map(Arrival::landed)
             })
             .collect()
     }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use firemesh_collective::{
-    shard_ranges, Algorithm, CollectiveConfig, Collectives, DType, ReduceOp,
+    shard_ranges, Algorithm, CollectiveConfig, Collectives, DType, ReduceOp, Transfer,
 };
 
 /// How a suite makes groups and moves data in and out of them.
@@ -194,6 +194,29 @@ pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
     }
 }
 
+/// Sources written in place as soon as a collective has returned (here by a second collective)
+/// leave its results unchanged, for both algorithms: a transfer that reads its source after the
+/// call returned must read a copy taken before.
+pub fn run_sources_rewritten_after_return<H: Harness>(h: &H, n: usize, len: usize) {
+    for algorithm in ALGORITHMS {
+        let Some(g) = h.group(n, CollectiveConfig::with_algorithm(algorithm)) else {
+            return;
+        };
+        let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
+        let mut shards = upload_all(h, &g, DType::F32, &inputs);
+        let gathered = g.all_gather(&shards).expect("all_gather");
+        g.all_reduce(&mut shards, ReduceOp::Sum)
+            .expect("all_reduce");
+        let want: Vec<f64> = inputs.iter().flatten().copied().collect();
+        let what = format!("all_gather {algorithm:?} n={n} len={len}, then its shards summed");
+        assert_every_rank(h, &g, &gathered, &what, DType::F32, ReduceOp::Sum, |_| {
+            &want
+        });
+        let sums = reference(ReduceOp::Sum, &inputs);
+        assert_every_rank(h, &g, &shards, &what, DType::F32, ReduceOp::Sum, |_| &sums);
+    }
+}
+
 /// Non-integer data: results within the rounding error of the dtype.
 pub fn run_rounding<H: Harness>(h: &H, n: usize, len: usize) {
     for algorithm in ALGORITHMS {
@@ -302,10 +325,12 @@ pub fn wgpu_or_skip(n: usize) -> Option<Vec<cubecl::wgpu::WgpuDevice>> {
 }
 
 /// The harness of [`firemesh_collective::Group`] on any CubeCL runtime: `devices(n)` provides
-/// the ranks' devices (or `None` to skip), `new_shared` lets several ranks share one device.
+/// the ranks' devices (or `None` to skip), `new_shared` lets several ranks share one device,
+/// and every group's config asks for `transfer`.
 pub struct DeviceHarness<R: firemesh_collective::CollectiveRuntime> {
     pub devices: fn(usize) -> Option<Vec<R::Device>>,
     pub shared: bool,
+    pub transfer: Transfer,
 }
 
 impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
@@ -313,6 +338,10 @@ impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
 
     fn group(&self, n: usize, config: CollectiveConfig) -> Option<Self::G> {
         let devices = (self.devices)(n)?;
+        let config = CollectiveConfig {
+            transfer: self.transfer,
+            ..config
+        };
         let group = if self.shared {
             Self::G::new_shared(devices)
         } else {

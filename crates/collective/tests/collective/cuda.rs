@@ -1,12 +1,13 @@
 //! The collective suite on CUDA GPUs: the ranks are the GPUs present, or N logical ranks on one
-//! GPU. Skipped with a message where no GPU is present (`FIREMESH_REQUIRE_CUDA=1` fails instead,
-//! as `scripts/gpu-check.sh` sets).
+//! GPU; every test runs with both transfers (synchronous, stream-ordered). Skipped with a
+//! message where no GPU is present (`FIREMESH_REQUIRE_CUDA=1` fails instead, as
+//! `scripts/gpu-check.sh` sets).
 
 use crate::common;
 
 use common::DeviceHarness;
 use cubecl::cuda::{CudaDevice, CudaRuntime};
-use firemesh_collective::{probe, DType};
+use firemesh_collective::{probe, DType, Transfer};
 
 /// `n` ranks over the GPUs present (round-robin when there are fewer GPUs than ranks).
 fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
@@ -14,33 +15,58 @@ fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
     Some((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
 }
 
-const CUDA: DeviceHarness<CudaRuntime> = DeviceHarness {
-    devices: cuda_ranks,
-    shared: true,
-};
-
-#[test]
-fn cuda_every_op_dtype_and_length() {
-    common::run_matrix(&CUDA, 8);
-}
-
-#[test]
-fn cuda_rounding_and_agreement() {
-    common::run_rounding(&CUDA, 4, 100_003);
-}
-
-#[test]
-fn cuda_four_million_elements() {
-    for dtype in DType::ALL {
-        common::run_large(&CUDA, 8, 4 * 1024 * 1024 + 3, dtype);
+const fn cuda(transfer: Transfer) -> DeviceHarness<CudaRuntime> {
+    DeviceHarness {
+        devices: cuda_ranks,
+        shared: true,
+        transfer,
     }
 }
 
-#[test]
-fn cuda_inputs_uploaded_and_results_read_on_other_threads() {
-    // 64 MiB per rank: a copy that does not wait for an upload still in flight on another
-    // thread's stream reads stale memory.
-    for n in [2, 8] {
-        common::run_inputs_from_other_threads(&CUDA, n, 16 * 1024 * 1024);
-    }
+const SYNC: DeviceHarness<CudaRuntime> = cuda(Transfer::Synchronous);
+const STREAM: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered);
+
+/// The suite for one transfer, as tests named `cuda::<transfer>::…`.
+macro_rules! suite {
+    ($name:ident, $harness:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn every_op_dtype_and_length() {
+                common::run_matrix(&$harness, 8);
+            }
+
+            #[test]
+            fn rounding_and_agreement() {
+                common::run_rounding(&$harness, 4, 100_003);
+            }
+
+            #[test]
+            fn four_million_elements() {
+                for dtype in DType::ALL {
+                    common::run_large(&$harness, 8, 4 * 1024 * 1024 + 3, dtype);
+                }
+            }
+
+            #[test]
+            fn inputs_uploaded_and_results_read_on_other_threads() {
+                // 64 MiB per rank: a copy that does not wait for an upload still in flight on
+                // another thread's stream reads stale memory.
+                for n in [2, 8] {
+                    common::run_inputs_from_other_threads(&$harness, n, 16 * 1024 * 1024);
+                }
+            }
+
+            #[test]
+            fn sources_rewritten_after_return_leave_results_unchanged() {
+                for n in [2, 5] {
+                    common::run_sources_rewritten_after_return(&$harness, n, 4 * 1024 * 1024 + 3);
+                }
+            }
+        }
+    };
 }
+
+suite!(sync, SYNC);
+suite!(stream, STREAM);

@@ -9,6 +9,7 @@ use firemesh_collective::{CollectiveConfig, DType};
 const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness {
     devices: common::wgpu_or_skip,
     shared: false,
+    transfer: firemesh_collective::Transfer::Synchronous,
 };
 
 #[test]
@@ -47,6 +48,12 @@ fn four_million_elements_half() {
     ] {
         common::run_large(&WGPU, n, 4 * 1024 * 1024 + 1, dtype);
     }
+}
+
+#[test]
+fn sources_rewritten_after_return_leave_results_unchanged() {
+    let _wgpu = common::collectives_on_wgpu();
+    common::run_sources_rewritten_after_return(&WGPU, 3, 70_001);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use firemesh_collective::{Algorithm, CollectiveConfig, DType, ReduceOp};
 const POOL: DeviceHarness<WgpuRuntime> = DeviceHarness {
     devices: common::wgpu_or_skip,
     shared: false,
+    transfer: firemesh_collective::Transfer::Synchronous,
 };
 
 /// Rank 0 from the pool (staged uploads reach it), rank 1 a device cubecl opened on its own
@@ -24,6 +25,7 @@ fn pool_and_foreign(n: usize) -> Option<Vec<WgpuDevice>> {
 const MIXED: DeviceHarness<WgpuRuntime> = DeviceHarness {
     devices: pool_and_foreign,
     shared: false,
+    transfer: firemesh_collective::Transfer::Synchronous,
 };
 
 /// The ring without sub-chunks (as wgpu groups run by default): each step moves whole chunks,

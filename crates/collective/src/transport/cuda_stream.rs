@@ -1,0 +1,473 @@
+//! Stream-ordered copies between CUDA devices: each copy is queued on raw driver streams and
+//! ordered against CubeCL's streams with flag words ([`super::flags`]), so that neither the host
+//! nor a whole device waits for it.
+//!
+//! CubeCL 0.10 gives no handle of its streams, so its streams and ours meet in device memory.
+//! A copy from rank f to rank t, on the stream S of the thread that queues it:
+//! 1. on S of f: the source is copied into a staging buffer that nothing else writes, then a
+//!    flag of f is set (the staging buffer is ready);
+//! 2. on S of t: the landing buffer is allocated, then a flag of t is set (it is free);
+//! 3. on raw streams: f's stream waits for f's flag and hands over with an event; t's stream
+//!    waits for that event and t's flag, copies (`cuMemcpyPeerAsync`, peer to peer where
+//!    [`PeerAccess`] opened the pair), then sets a second flag of t (landed);
+//! 4. the reader queues [`FlagWait`] on S of t before the kernel that reads the landing buffer,
+//!    so that kernels queued on S in between keep running while the bytes move.
+//!
+//! Every wait is on work queued before it, so the order cannot deadlock. The staging buffer is
+//! what lets S of f go on writing the source at once; it is held until the copy has landed.
+//! Pairs whose devices lack the driver's stream memory operations take [`CudaPeerCopy`].
+
+use super::cuda_driver::{check, PeerAccess, PrimaryContext};
+use super::flags::{self, FlagWait};
+use super::{Arrival, CudaPeerCopy, Rank, Transport};
+use crate::error::{catch_runtime, try_runtime};
+use crate::{kernels, CollectiveError, DType, Result};
+use cubecl::cuda::CudaRuntime;
+use cubecl::server::Handle;
+use cubecl::stream_id::StreamId;
+use cudarc::driver::sys;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Copies kept in flight per lane before the host waits for the oldest to land (bounds the
+/// staging memory a lane holds).
+const MAX_IN_FLIGHT: usize = 64;
+
+/// How long dropping the transport waits for copies still in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Stream-ordered CUDA copies (see the module docs); [`crate::Transfer::StreamOrdered`].
+#[derive(Default)]
+pub struct CudaStreamCopy {
+    peers: PeerAccess,
+    lanes: Mutex<HashMap<LaneKey, Arc<Mutex<Slot>>>>,
+    fallback: CudaPeerCopy,
+}
+
+/// One lane per issuing stream and ordered pair of ranks: the flags of a lane are written by
+/// one CubeCL stream and one raw stream each, so they only grow. (Lanes live as long as the
+/// transport: a program that runs collectives from many short-lived threads, each with its own
+/// stream, makes a lane per thread and pair.)
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct LaneKey {
+    stream: StreamId,
+    from: usize,
+    to: usize,
+}
+
+enum Slot {
+    Lane(Box<Lane>),
+    /// The devices cannot run stream memory operations: synchronous copies.
+    Synchronous,
+}
+
+impl CudaStreamCopy {
+    /// The lane for `from` → `to` on the calling thread's stream, made on first use.
+    fn slot(&self, from: &Rank<CudaRuntime>, to: &Rank<CudaRuntime>) -> Result<Arc<Mutex<Slot>>> {
+        let key = LaneKey {
+            stream: StreamId::current(),
+            from: from.index,
+            to: to.index,
+        };
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = lanes.get(&key) {
+            return Ok(slot.clone());
+        }
+        let slot = match Lane::new(from, to, &self.peers)? {
+            Some(lane) => Slot::Lane(Box::new(lane)),
+            None => {
+                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: synchronous copies", from.index, to.index);
+                Slot::Synchronous
+            }
+        };
+        let slot = Arc::new(Mutex::new(slot));
+        lanes.insert(key, slot.clone());
+        Ok(slot)
+    }
+}
+
+impl Transport<CudaRuntime> for CudaStreamCopy {
+    fn name(&self) -> &'static str {
+        "cuda-stream"
+    }
+
+    fn waits_on_host(&self) -> bool {
+        false
+    }
+
+    fn copy(
+        &self,
+        from: &Rank<CudaRuntime>,
+        src: Handle,
+        to: &Rank<CudaRuntime>,
+        dtype: DType,
+    ) -> Result<Arrival> {
+        let mut one = self.copy_many(from, src, &[to], dtype)?;
+        Ok(one.pop().expect("one arrival per destination"))
+    }
+
+    fn copy_many(
+        &self,
+        from: &Rank<CudaRuntime>,
+        src: Handle,
+        to: &[&Rank<CudaRuntime>],
+        dtype: DType,
+    ) -> Result<Vec<Arrival>> {
+        let bytes = src.size_in_used() as usize;
+        let mut staged: Option<(Handle, u64)> = None;
+        let mut arrivals = Vec::with_capacity(to.len());
+        for &dst in to {
+            let slot = self.slot(from, dst)?;
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            let lane = match &mut *slot {
+                Slot::Lane(lane) if bytes > 0 => lane,
+                _ => {
+                    arrivals.push(self.fallback.copy(from, src.clone(), dst, dtype)?);
+                    continue;
+                }
+            };
+            let (stage, stage_ptr) = match &staged {
+                Some(s) => s.clone(),
+                None => staged.insert(stage(from, &src, bytes)?).clone(),
+            };
+            arrivals.push(lane.copy(from, stage, stage_ptr, dst, bytes)?);
+        }
+        Ok(arrivals)
+    }
+}
+
+/// The staging copy of `src` on `from` (step 1 of the module docs), queued on the calling
+/// thread's stream, and its device address.
+fn stage(from: &Rank<CudaRuntime>, src: &Handle, bytes: usize) -> Result<(Handle, u64)> {
+    let stage = catch_runtime(from.index, || from.client.empty(bytes))?;
+    catch_runtime(from.index, || {
+        kernels::copy_words(&from.client, &stage, src, bytes / 4)
+    })?;
+    let ptr = device_address(from, &stage)?;
+    Ok((stage, ptr))
+}
+
+/// The device address of `handle`'s first byte; valid while `handle` lives.
+fn device_address(rank: &Rank<CudaRuntime>, handle: &Handle) -> Result<u64> {
+    let resource = try_runtime(rank.index, || rank.client.get_resource(handle.clone()))?;
+    Ok(resource.resource().ptr)
+}
+
+/// The raw streams, event and flags of one ordered pair of ranks.
+struct Lane {
+    from: usize,
+    to: usize,
+    src: PrimaryContext,
+    dst: PrimaryContext,
+    /// In `src`: waits for the staging buffer, then hands over to `dst_stream`.
+    src_stream: sys::CUstream,
+    /// In `dst`: waits, copies, announces.
+    dst_stream: sys::CUstream,
+    /// Recorded on `src_stream` once a staging buffer is ready.
+    ready: sys::CUevent,
+    /// On `from`, 1 word: the number of the last staging buffer made ready.
+    src_flags: Handle,
+    src_flag: u64,
+    /// On `to`, 2 words: the last landing buffer allocated, the last copy landed.
+    dst_flags: Handle,
+    dst_flag: u64,
+    /// The number of the last copy queued.
+    seq: u32,
+    /// Each queued copy's completion on `dst_stream`, with the staging buffer it reads.
+    in_flight: VecDeque<(sys::CUevent, Handle)>,
+    spare_events: Vec<sys::CUevent>,
+    /// Why the lane stopped, after a failure half way through queuing a copy.
+    broken: Option<String>,
+}
+
+// SAFETY: the raw streams and events are driver objects usable from any thread; a lane is only
+// used under its mutex.
+unsafe impl Send for Lane {}
+
+impl Lane {
+    /// A lane from `from` to `to`, or `None` where the driver refuses stream memory operations.
+    fn new(
+        from: &Rank<CudaRuntime>,
+        to: &Rank<CudaRuntime>,
+        peers: &PeerAccess,
+    ) -> Result<Option<Self>> {
+        let src = PrimaryContext::retain(from.index, &from.device)?;
+        let dst = PrimaryContext::retain(to.index, &to.device)?;
+        peers.open(&src, &dst);
+        // The flags start at 0 in memory before any raw stream reads them.
+        let src_flags = catch_runtime(from.index, || flags::new_flags(&from.client, 1))?;
+        let dst_flags = catch_runtime(to.index, || flags::new_flags(&to.client, 2))?;
+        for rank in [from, to] {
+            try_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?;
+        }
+        let src_flag = device_address(from, &src_flags)?;
+        let dst_flag = device_address(to, &dst_flags)?;
+        let src_stream = new_stream(from.index, &src)?;
+        let dst_stream = new_stream(to.index, &dst)?;
+        let mut lane = Self {
+            from: from.index,
+            to: to.index,
+            src,
+            dst,
+            src_stream,
+            dst_stream,
+            ready: std::ptr::null_mut(),
+            src_flags,
+            src_flag,
+            dst_flags,
+            dst_flag,
+            seq: 0,
+            in_flight: VecDeque::new(),
+            spare_events: Vec::new(),
+            broken: None,
+        };
+        lane.ready = new_event(from.index, &lane.src)?;
+        // A wait for the number the flag already holds passes at once: it only probes whether
+        // the driver waits on a word of CubeCL's memory pool.
+        lane.src.make_current(from.index)?;
+        // SAFETY: a live stream of the current context, and a live flag word.
+        match unsafe { wait_value(lane.src_stream, lane.src_flag, 0) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(Some(lane)),
+            code => {
+                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: cuStreamWaitValue32 refused ({code:?})", from.index, to.index);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Queue one copy of `bytes` from the ready-to-fill staging buffer `stage` (at `stage_ptr`
+    /// on `from`) to a new landing buffer on `to`.
+    fn copy(
+        &mut self,
+        from: &Rank<CudaRuntime>,
+        stage: Handle,
+        stage_ptr: u64,
+        to: &Rank<CudaRuntime>,
+        bytes: usize,
+    ) -> Result<Arrival> {
+        if let Some(why) = &self.broken {
+            return Err(CollectiveError::Runtime {
+                rank: self.from,
+                reason: format!(
+                    "the stream-ordered lane to rank {} failed before: {why}",
+                    self.to
+                ),
+            });
+        }
+        self.release_landed()?;
+        // A number is never used twice, even by a copy that fails half way.
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let queued = (|| -> Result<Handle> {
+            catch_runtime(from.index, || {
+                flags::signal(&from.client, &self.src_flags, 0, seq)
+            })?;
+            let landing = catch_runtime(to.index, || to.client.empty(bytes))?;
+            catch_runtime(to.index, || {
+                flags::signal(&to.client, &self.dst_flags, 0, seq)
+            })?;
+            let landing_ptr = device_address(to, &landing)?;
+            self.queue_raw(stage, stage_ptr, landing_ptr, bytes, seq)?;
+            Ok(landing)
+        })();
+        match queued {
+            Ok(landing) => Ok(Arrival {
+                handle: landing,
+                pending: Some(FlagWait {
+                    flags: self.dst_flags.clone(),
+                    slot: 1,
+                    value: seq,
+                    stream: StreamId::current(),
+                }),
+            }),
+            Err(e) => {
+                self.broken = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Step 3 of the module docs.
+    fn queue_raw(
+        &mut self,
+        stage: Handle,
+        stage_ptr: u64,
+        landing_ptr: u64,
+        bytes: usize,
+        seq: u32,
+    ) -> Result<()> {
+        let (from, to) = (self.from, self.to);
+        let done = match self.spare_events.pop() {
+            Some(event) => event,
+            None => new_event(to, &self.dst)?,
+        };
+        self.src.make_current(from)?;
+        // SAFETY: live streams and events of the contexts made current before each group of
+        // calls; the flag words, the staging and the landing buffer are live allocations of at
+        // least the sizes used (the staging buffer is kept in `in_flight` until the copy has
+        // landed; the landing buffer is not read before its flag says so).
+        unsafe {
+            check(
+                from,
+                "cuStreamWaitValue32",
+                wait_value(self.src_stream, self.src_flag, seq),
+            )?;
+            check(
+                from,
+                "cuEventRecord",
+                sys::cuEventRecord(self.ready, self.src_stream),
+            )?;
+            self.dst.make_current(to)?;
+            check(
+                to,
+                "cuStreamWaitEvent",
+                sys::cuStreamWaitEvent(self.dst_stream, self.ready, 0),
+            )?;
+            check(
+                to,
+                "cuStreamWaitValue32",
+                wait_value(self.dst_stream, self.dst_flag, seq),
+            )?;
+            let copied = if self.src.index == self.dst.index {
+                sys::cuMemcpyDtoDAsync_v2(landing_ptr, stage_ptr, bytes, self.dst_stream)
+            } else {
+                sys::cuMemcpyPeerAsync(
+                    landing_ptr,
+                    self.dst.ctx,
+                    stage_ptr,
+                    self.src.ctx,
+                    bytes,
+                    self.dst_stream,
+                )
+            };
+            check(to, "cuMemcpyPeerAsync", copied)?;
+            check(
+                to,
+                "cuStreamWriteValue32",
+                sys::cuStreamWriteValue32_v2(
+                    self.dst_stream,
+                    self.dst_flag + 4,
+                    seq,
+                    sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+                ),
+            )?;
+            check(
+                to,
+                "cuEventRecord",
+                sys::cuEventRecord(done, self.dst_stream),
+            )?;
+        }
+        self.in_flight.push_back((done, stage));
+        Ok(())
+    }
+
+    /// Drop the staging buffers of copies that have landed; past [`MAX_IN_FLIGHT`] copies,
+    /// wait on the host for the oldest.
+    fn release_landed(&mut self) -> Result<()> {
+        while let Some(&(event, _)) = self.in_flight.front() {
+            // SAFETY: a live event recorded on `dst_stream`.
+            let landed = if self.in_flight.len() >= MAX_IN_FLIGHT {
+                unsafe {
+                    check(
+                        self.to,
+                        "cuEventSynchronize",
+                        sys::cuEventSynchronize(event),
+                    )
+                }
+                .map(|()| true)?
+            } else {
+                unsafe { sys::cuEventQuery(event) == sys::CUresult::CUDA_SUCCESS }
+            };
+            if !landed {
+                break;
+            }
+            self.in_flight.pop_front();
+            self.spare_events.push(event);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // Wait (bounded) for the copies in flight: their staging buffers must not be reused
+        // before they have been read.
+        let start = Instant::now();
+        while let Some(&(event, _)) = self.in_flight.front() {
+            // SAFETY: a live event.
+            match unsafe { sys::cuEventQuery(event) } {
+                sys::CUresult::CUDA_SUCCESS => {
+                    self.in_flight.pop_front();
+                    self.spare_events.push(event);
+                }
+                sys::CUresult::CUDA_ERROR_NOT_READY if start.elapsed() < DRAIN_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                code => {
+                    tracing::error!(target: "firemesh::transport", "CUDA ranks {} -> {}: {} copies still in flight at shutdown ({code:?}); their buffers are leaked", self.from, self.to, self.in_flight.len());
+                    for (_, stage) in self.in_flight.drain(..) {
+                        std::mem::forget(stage);
+                    }
+                    // The streams may still run: leave them and their events to the driver.
+                    return;
+                }
+            }
+        }
+        // SAFETY: nothing is queued on the streams any more; each object is destroyed once.
+        unsafe {
+            for event in self.spare_events.drain(..).chain([self.ready]) {
+                sys::cuEventDestroy_v2(event);
+            }
+            sys::cuStreamDestroy_v2(self.src_stream);
+            sys::cuStreamDestroy_v2(self.dst_stream);
+        }
+    }
+}
+
+/// `cuStreamWaitValue32`: `stream` waits until the word at `address` has reached `value`.
+///
+/// # Safety
+/// `stream` is live in the current context and `address` a live device word.
+unsafe fn wait_value(stream: sys::CUstream, address: u64, value: u32) -> sys::CUresult {
+    sys::cuStreamWaitValue32_v2(
+        stream,
+        address,
+        value,
+        sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+    )
+}
+
+fn new_stream(rank: usize, ctx: &PrimaryContext) -> Result<sys::CUstream> {
+    ctx.make_current(rank)?;
+    let mut stream: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: an out-pointer, in the current context.
+    unsafe {
+        check(
+            rank,
+            "cuStreamCreate",
+            sys::cuStreamCreate(
+                &mut stream,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            ),
+        )?;
+    }
+    Ok(stream)
+}
+
+fn new_event(rank: usize, ctx: &PrimaryContext) -> Result<sys::CUevent> {
+    ctx.make_current(rank)?;
+    let mut event: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: an out-pointer, in the current context.
+    unsafe {
+        check(
+            rank,
+            "cuEventCreate",
+            sys::cuEventCreate(
+                &mut event,
+                sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            ),
+        )?;
+    }
+    Ok(event)
+}
