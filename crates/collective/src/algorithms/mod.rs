@@ -79,7 +79,7 @@ pub(crate) fn all_gather<F: Fabric>(
     for (r, shard) in shards.into_iter().enumerate() {
         let mut out = f.alloc(r, total)?;
         if lens[r] > 0 {
-            f.write(r, &mut out, parts[r].start, f.buf_as_staged(r, shard))?;
+            f.write(r, &mut out, parts[r].start, f.buf_as_staged(shard))?;
         }
         outs.push(out);
     }

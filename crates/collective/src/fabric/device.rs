@@ -63,41 +63,24 @@ impl<R: Runtime> DeviceBuffer<R> {
     }
 }
 
-/// A buffer received by one rank: the wait its stream queues before the first kernel that
-/// reads it, while the bytes may still be moving. Dropped unread, it queues the wait anyway, so
-/// that the memory is not reused before the copy into it is done.
+/// A buffer received by one rank, and the wait its stream queues before the first kernel that
+/// reads it, while the bytes may still be moving.
 pub(crate) struct Incoming<R: Runtime> {
     buf: DeviceBuffer<R>,
-    rank: usize,
-    pending: Option<FlagWait>,
+    pending: Option<FlagWait<R>>,
 }
 
 impl<R: Runtime> Incoming<R> {
-    fn landed(buf: DeviceBuffer<R>, rank: usize) -> Self {
-        Self {
-            buf,
-            rank,
-            pending: None,
-        }
+    fn landed(buf: DeviceBuffer<R>) -> Self {
+        Self { buf, pending: None }
     }
 
-    /// The buffer, once a kernel queued next on `client` (rank `rank`'s) may read it.
-    fn read(mut self, client: &ComputeClient<R>) -> Result<DeviceBuffer<R>> {
-        if let Some(wait) = self.pending.take() {
-            wait.enqueue(self.rank, client)?;
+    /// The buffer, once a kernel queued next on its rank's stream may read it.
+    fn read(self) -> Result<DeviceBuffer<R>> {
+        if let Some(wait) = self.pending {
+            wait.enqueue()?;
         }
-        Ok(self.buf.clone())
-    }
-}
-
-impl<R: Runtime> Drop for Incoming<R> {
-    fn drop(&mut self) {
-        if let Some(wait) = self.pending.take() {
-            let client = R::client(&self.buf.device);
-            if let Err(e) = wait.enqueue(self.rank, &client) {
-                tracing::error!(target: "firemesh::transport", "rank {}: a buffer dropped unread could not wait for its copy: {e}", self.rank);
-            }
-        }
+        Ok(self.buf)
     }
 }
 
@@ -168,13 +151,11 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         tos.iter()
             .map(|&to| {
                 if to == from || range.is_empty() {
-                    let copy = self.local_copy(to, src, range.clone())?;
-                    return Ok(Incoming::landed(copy, to));
+                    return Ok(Incoming::landed(self.local_copy(to, src, range.clone())?));
                 }
                 let Arrival { handle, pending } = moved.next().expect("one copy per peer");
                 Ok(Incoming {
                     buf: self.buffer(to, handle, range.len()),
-                    rank: to,
                     pending,
                 })
             })
@@ -281,8 +262,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         staged: Self::Staged,
         op: Combine,
     ) -> Result<()> {
-        let client = &self.rank(rank).client;
-        let staged = staged.read(client)?;
+        let staged = staged.read()?;
         self.launch(rank, |client| {
             kernels::combine(client, dst, at, &staged, op)
         })
@@ -295,7 +275,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         at: usize,
         staged: Self::Staged,
     ) -> Result<()> {
-        let staged = staged.read(&self.rank(rank).client)?;
+        let staged = staged.read()?;
         let whole = 0..staged.len;
         self.launch(rank, |client| {
             kernels::copy(client, dst, at, &staged, whole)
@@ -318,12 +298,11 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         Ok(self.buffer(rank, handle, len))
     }
 
-    fn buf_as_staged(&self, rank: usize, buf: Self::Buf) -> Self::Staged {
-        Incoming::landed(buf, rank)
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
+        Incoming::landed(buf)
     }
 
     fn staged_as_buf(&self, staged: Self::Staged) -> Result<Self::Buf> {
-        let client = &self.rank(staged.rank).client;
-        staged.read(client)
+        staged.read()
     }
 }

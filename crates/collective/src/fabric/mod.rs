@@ -83,8 +83,8 @@ pub trait Fabric: Sync {
     ) -> Result<()>;
     /// A new buffer of `len` elements on rank `rank` (contents unspecified).
     fn alloc(&self, rank: usize, len: usize) -> Result<Self::Buf>;
-    /// View rank `rank`'s whole buffer as a temporary, without copying.
-    fn buf_as_staged(&self, rank: usize, buf: Self::Buf) -> Self::Staged;
+    /// View a whole buffer as a temporary, without copying.
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged;
     /// A temporary as a whole buffer, without copying, once its bytes have arrived.
     fn staged_as_buf(&self, staged: Self::Staged) -> Result<Self::Buf>;
     /// Whether a send returns only once its bytes have moved. Host threads run the sends of a

@@ -162,7 +162,7 @@ impl<B: Backend> Fabric for PortableFabric<'_, B> {
         })
     }
 
-    fn buf_as_staged(&self, _rank: usize, buf: Self::Buf) -> Self::Staged {
+    fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged {
         buf
     }
 

@@ -13,7 +13,7 @@ impl<R: Runtime> Transport<R> for ClientCopy {
         "client-copy"
     }
 
-    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival> {
+    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival<R>> {
         let mut client = from.client.clone();
         catch_runtime(from.index, || {
             client.to_client(src, &to.client, dtype.elem_type())
@@ -28,7 +28,7 @@ impl<R: Runtime> Transport<R> for ClientCopy {
         src: Handle,
         to: &[&Rank<R>],
         dtype: DType,
-    ) -> Result<Vec<Arrival>> {
+    ) -> Result<Vec<Arrival<R>>> {
         if let [only] = to {
             return Ok(vec![self.copy(from, src, only, dtype)?]);
         }

@@ -43,7 +43,7 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         src: Handle,
         to: &Rank<CudaRuntime>,
         _dtype: DType,
-    ) -> Result<Arrival> {
+    ) -> Result<Arrival<CudaRuntime>> {
         let bytes = src.size_in_used() as usize;
         let dst = catch_runtime(to.index, || to.client.empty(bytes.max(1)))?;
         if bytes == 0 {

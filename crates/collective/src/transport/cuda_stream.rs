@@ -13,9 +13,14 @@
 //! 4. the reader queues [`FlagWait`] on S of t before the kernel that reads the landing buffer,
 //!    so that kernels queued on S in between keep running while the bytes move.
 //!
-//! Every wait is on work queued before it, so the order cannot deadlock. The staging buffer is
-//! what lets S of f go on writing the source at once; it is held until the copy has landed.
-//! Pairs whose devices lack the driver's stream memory operations take [`CudaPeerCopy`].
+//! A raw wait is pushed to the driver only once the kernel that sets its flag has been: CubeCL
+//! queues launches on a host thread of its own, and a blocking call on a client (here
+//! `get_resource`) hands them all to the driver first. So every wait, on a raw stream or a
+//! CubeCL one, is on work the driver received before it, and the order cannot deadlock, even
+//! where streams share a hardware queue. The staging buffer is what lets S of f go on writing
+//! the source at once; it is held until the copy has landed. Nothing times out on the device:
+//! a copy that never comes (a device fault upstream) stalls the reader's stream. Pairs whose
+//! devices refuse the driver's stream memory operations take [`CudaPeerCopy`].
 
 use super::cuda_driver::{check, PeerAccess, PrimaryContext};
 use super::flags::{self, FlagWait};
@@ -102,7 +107,7 @@ impl Transport<CudaRuntime> for CudaStreamCopy {
         src: Handle,
         to: &Rank<CudaRuntime>,
         dtype: DType,
-    ) -> Result<Arrival> {
+    ) -> Result<Arrival<CudaRuntime>> {
         let mut one = self.copy_many(from, src, &[to], dtype)?;
         Ok(one.pop().expect("one arrival per destination"))
     }
@@ -113,42 +118,59 @@ impl Transport<CudaRuntime> for CudaStreamCopy {
         src: Handle,
         to: &[&Rank<CudaRuntime>],
         dtype: DType,
-    ) -> Result<Vec<Arrival>> {
+    ) -> Result<Vec<Arrival<CudaRuntime>>> {
         let bytes = src.size_in_used() as usize;
-        let mut staged: Option<(Handle, u64)> = None;
-        let mut arrivals = Vec::with_capacity(to.len());
-        for &dst in to {
-            let slot = self.slot(from, dst)?;
-            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-            let lane = match &mut *slot {
-                Slot::Lane(lane) if bytes > 0 => lane,
-                _ => {
-                    arrivals.push(self.fallback.copy(from, src.clone(), dst, dtype)?);
-                    continue;
-                }
-            };
-            let (stage, stage_ptr) = match &staged {
-                Some(s) => s.clone(),
-                None => staged.insert(stage(from, &src, bytes)?).clone(),
-            };
-            arrivals.push(lane.copy(from, stage, stage_ptr, dst, bytes)?);
+        let slots = to
+            .iter()
+            .map(|dst| self.slot(from, dst))
+            .collect::<Result<Vec<_>>>()?;
+        // Each lane stays locked from its first flag to its raw copy, so that its numbers are
+        // queued in order; lanes are locked in rank order.
+        let mut order: Vec<usize> = (0..to.len()).collect();
+        order.sort_by_key(|&i| to[i].index);
+        let mut guards: Vec<Option<std::sync::MutexGuard<'_, Slot>>> =
+            to.iter().map(|_| None).collect();
+        for &i in &order {
+            guards[i] = Some(slots[i].lock().unwrap_or_else(|e| e.into_inner()));
         }
-        Ok(arrivals)
+        let mut lanes: Vec<(usize, &mut Lane)> = Vec::new();
+        let mut arrivals: Vec<Option<Arrival<CudaRuntime>>> = to.iter().map(|_| None).collect();
+        for (i, guard) in guards.iter_mut().enumerate() {
+            match &mut **guard.as_mut().expect("every lane is locked") {
+                Slot::Lane(lane) if bytes > 0 => lanes.push((i, lane)),
+                _ => arrivals[i] = Some(self.fallback.copy(from, src.clone(), to[i], dtype)?),
+            }
+        }
+        if !lanes.is_empty() {
+            let stage = stage(from, &src, bytes)?;
+            for (_, lane) in &mut lanes {
+                lane.source_ready(from)?;
+            }
+            // Also hands the flags just queued to the driver.
+            let stage_ptr = device_address(from, &stage)?;
+            for (i, lane) in lanes {
+                arrivals[i] = Some(lane.copy(&stage, stage_ptr, to[i], bytes)?);
+            }
+        }
+        Ok(arrivals
+            .into_iter()
+            .map(|a| a.expect("one arrival per destination"))
+            .collect())
     }
 }
 
 /// The staging copy of `src` on `from` (step 1 of the module docs), queued on the calling
-/// thread's stream, and its device address.
-fn stage(from: &Rank<CudaRuntime>, src: &Handle, bytes: usize) -> Result<(Handle, u64)> {
+/// thread's stream.
+fn stage(from: &Rank<CudaRuntime>, src: &Handle, bytes: usize) -> Result<Handle> {
     let stage = catch_runtime(from.index, || from.client.empty(bytes))?;
     catch_runtime(from.index, || {
         kernels::copy_words(&from.client, &stage, src, bytes / 4)
     })?;
-    let ptr = device_address(from, &stage)?;
-    Ok((stage, ptr))
+    Ok(stage)
 }
 
-/// The device address of `handle`'s first byte; valid while `handle` lives.
+/// The device address of `handle`'s first byte; valid while `handle` lives. A blocking call:
+/// every command queued on the client before it has been handed to the driver when it returns.
 fn device_address(rank: &Rank<CudaRuntime>, handle: &Handle) -> Result<u64> {
     let resource = try_runtime(rank.index, || rank.client.get_resource(handle.clone()))?;
     Ok(resource.resource().ptr)
@@ -195,10 +217,14 @@ impl Lane {
         let src = PrimaryContext::retain(from.index, &from.device)?;
         let dst = PrimaryContext::retain(to.index, &to.device)?;
         peers.open(&src, &dst);
-        // The flags start at 0 in memory before any raw stream reads them.
         let src_flags = catch_runtime(from.index, || flags::new_flags(&from.client, 1))?;
         let dst_flags = catch_runtime(to.index, || flags::new_flags(&to.client, 2))?;
-        for rank in [from, to] {
+        // Load the flag kernels (a signal of the number a flag holds, a wait that passes at
+        // once) before any copy depends on them, then let the flags' zeros reach memory
+        // before any raw stream reads them.
+        for (rank, flags) in [(from, &src_flags), (to, &dst_flags)] {
+            catch_runtime(rank.index, || flags::signal(&rank.client, flags, 0, 0))?;
+            FlagWait::new(flags.clone(), 0, 0, rank.index, rank.client.clone()).enqueue()?;
             try_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?;
         }
         let src_flag = device_address(from, &src_flags)?;
@@ -223,76 +249,95 @@ impl Lane {
             broken: None,
         };
         lane.ready = new_event(from.index, &lane.src)?;
-        // A wait for the number the flag already holds passes at once: it only probes whether
-        // the driver waits on a word of CubeCL's memory pool.
-        lane.src.make_current(from.index)?;
-        // SAFETY: a live stream of the current context, and a live flag word.
-        match unsafe { wait_value(lane.src_stream, lane.src_flag, 0) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(Some(lane)),
-            code => {
-                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: cuStreamWaitValue32 refused ({code:?})", from.index, to.index);
-                Ok(None)
+        // Waits for the numbers the flags already hold pass at once: they only probe whether
+        // the driver waits on words of CubeCL's memory pools, on both devices.
+        for (rank, ctx, stream, flag) in [
+            (from.index, &lane.src, lane.src_stream, lane.src_flag),
+            (to.index, &lane.dst, lane.dst_stream, lane.dst_flag),
+        ] {
+            ctx.make_current(rank)?;
+            // SAFETY: a live stream of the current context, and a live flag word.
+            let code = unsafe { wait_value(stream, flag, 0) };
+            if code != sys::CUresult::CUDA_SUCCESS {
+                tracing::warn!(target: "firemesh::transport", "CUDA rank {rank}: cuStreamWaitValue32 refused ({code:?})");
+                return Ok(None);
             }
         }
+        Ok(Some(lane))
     }
 
-    /// Queue one copy of `bytes` from the ready-to-fill staging buffer `stage` (at `stage_ptr`
-    /// on `from`) to a new landing buffer on `to`.
-    fn copy(
-        &mut self,
-        from: &Rank<CudaRuntime>,
-        stage: Handle,
-        stage_ptr: u64,
-        to: &Rank<CudaRuntime>,
-        bytes: usize,
-    ) -> Result<Arrival> {
-        if let Some(why) = &self.broken {
-            return Err(CollectiveError::Runtime {
+    fn check_usable(&self) -> Result<()> {
+        match &self.broken {
+            None => Ok(()),
+            Some(why) => Err(CollectiveError::Runtime {
                 rank: self.from,
                 reason: format!(
                     "the stream-ordered lane to rank {} failed before: {why}",
                     self.to
                 ),
-            });
+            }),
         }
+    }
+
+    /// Takes the next number and queues, on `from`'s stream, the flag that says the staging
+    /// buffer queued before it is ready (the raw stream waits for it once [`Lane::copy`] has
+    /// made sure the driver has it).
+    fn source_ready(&mut self, from: &Rank<CudaRuntime>) -> Result<()> {
+        self.check_usable()?;
         self.release_landed()?;
         // A number is never used twice, even by a copy that fails half way.
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let queued = (|| -> Result<Handle> {
-            catch_runtime(from.index, || {
-                flags::signal(&from.client, &self.src_flags, 0, seq)
-            })?;
+        let signalled = catch_runtime(from.index, || {
+            flags::signal(&from.client, &self.src_flags, 0, seq)
+        });
+        self.note_failure(signalled)
+    }
+
+    /// Queue the copy of `bytes` from the staging buffer `stage` (at `stage_ptr` on the
+    /// source, made ready by [`Lane::source_ready`]) to a new landing buffer on `to`.
+    fn copy(
+        &mut self,
+        stage: &Handle,
+        stage_ptr: u64,
+        to: &Rank<CudaRuntime>,
+        bytes: usize,
+    ) -> Result<Arrival<CudaRuntime>> {
+        self.check_usable()?;
+        let seq = self.seq;
+        let landing = (|| -> Result<Handle> {
             let landing = catch_runtime(to.index, || to.client.empty(bytes))?;
             catch_runtime(to.index, || {
                 flags::signal(&to.client, &self.dst_flags, 0, seq)
             })?;
+            // Also hands the flag just queued to the driver.
             let landing_ptr = device_address(to, &landing)?;
-            self.queue_raw(stage, stage_ptr, landing_ptr, bytes, seq)?;
+            self.queue_raw(stage, stage_ptr, &landing, landing_ptr, bytes, seq)?;
             Ok(landing)
         })();
-        match queued {
-            Ok(landing) => Ok(Arrival {
-                handle: landing,
-                pending: Some(FlagWait {
-                    flags: self.dst_flags.clone(),
-                    slot: 1,
-                    value: seq,
-                    stream: StreamId::current(),
-                }),
-            }),
-            Err(e) => {
-                self.broken = Some(e.to_string());
-                Err(e)
-            }
-        }
+        let landing = self.note_failure(landing)?;
+        let wait = FlagWait::new(self.dst_flags.clone(), 1, seq, to.index, to.client.clone());
+        Ok(Arrival {
+            handle: landing,
+            pending: Some(wait),
+        })
     }
 
-    /// Step 3 of the module docs.
+    /// `result`, after marking the lane broken where it is an error.
+    fn note_failure<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.broken = Some(e.to_string());
+        }
+        result
+    }
+
+    /// Step 3 of the module docs. Where a call fails after the first was queued, the staging
+    /// and landing buffers are leaked, since the raw streams may still use them.
     fn queue_raw(
         &mut self,
-        stage: Handle,
+        stage: &Handle,
         stage_ptr: u64,
+        landing: &Handle,
         landing_ptr: u64,
         bytes: usize,
         seq: u32,
@@ -303,63 +348,83 @@ impl Lane {
             None => new_event(to, &self.dst)?,
         };
         self.src.make_current(from)?;
+        let same_device = self.src.index == self.dst.index;
         // SAFETY: live streams and events of the contexts made current before each group of
         // calls; the flag words, the staging and the landing buffer are live allocations of at
         // least the sizes used (the staging buffer is kept in `in_flight` until the copy has
         // landed; the landing buffer is not read before its flag says so).
-        unsafe {
-            check(
-                from,
-                "cuStreamWaitValue32",
-                wait_value(self.src_stream, self.src_flag, seq),
-            )?;
-            check(
-                from,
-                "cuEventRecord",
-                sys::cuEventRecord(self.ready, self.src_stream),
-            )?;
-            self.dst.make_current(to)?;
-            check(
-                to,
-                "cuStreamWaitEvent",
-                sys::cuStreamWaitEvent(self.dst_stream, self.ready, 0),
-            )?;
-            check(
-                to,
-                "cuStreamWaitValue32",
-                wait_value(self.dst_stream, self.dst_flag, seq),
-            )?;
-            let copied = if self.src.index == self.dst.index {
-                sys::cuMemcpyDtoDAsync_v2(landing_ptr, stage_ptr, bytes, self.dst_stream)
-            } else {
-                sys::cuMemcpyPeerAsync(
-                    landing_ptr,
-                    self.dst.ctx,
-                    stage_ptr,
-                    self.src.ctx,
-                    bytes,
-                    self.dst_stream,
+        let queued = unsafe {
+            (|| {
+                check(
+                    from,
+                    "cuStreamWaitValue32",
+                    wait_value(self.src_stream, self.src_flag, seq),
+                )?;
+                check(
+                    from,
+                    "cuEventRecord",
+                    sys::cuEventRecord(self.ready, self.src_stream),
+                )?;
+                self.dst.make_current(to)?;
+                check(
+                    to,
+                    "cuStreamWaitEvent",
+                    sys::cuStreamWaitEvent(self.dst_stream, self.ready, 0),
+                )?;
+                check(
+                    to,
+                    "cuStreamWaitValue32",
+                    wait_value(self.dst_stream, self.dst_flag, seq),
+                )?;
+                if same_device {
+                    check(
+                        to,
+                        "cuMemcpyDtoDAsync",
+                        sys::cuMemcpyDtoDAsync_v2(landing_ptr, stage_ptr, bytes, self.dst_stream),
+                    )?;
+                } else {
+                    check(
+                        to,
+                        "cuMemcpyPeerAsync",
+                        sys::cuMemcpyPeerAsync(
+                            landing_ptr,
+                            self.dst.ctx,
+                            stage_ptr,
+                            self.src.ctx,
+                            bytes,
+                            self.dst_stream,
+                        ),
+                    )?;
+                }
+                check(
+                    to,
+                    "cuStreamWriteValue32",
+                    sys::cuStreamWriteValue32_v2(
+                        self.dst_stream,
+                        self.dst_flag + 4,
+                        seq,
+                        sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+                    ),
+                )?;
+                check(
+                    to,
+                    "cuEventRecord",
+                    sys::cuEventRecord(done, self.dst_stream),
                 )
-            };
-            check(to, "cuMemcpyPeerAsync", copied)?;
-            check(
-                to,
-                "cuStreamWriteValue32",
-                sys::cuStreamWriteValue32_v2(
-                    self.dst_stream,
-                    self.dst_flag + 4,
-                    seq,
-                    sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
-                ),
-            )?;
-            check(
-                to,
-                "cuEventRecord",
-                sys::cuEventRecord(done, self.dst_stream),
-            )?;
+            })()
+        };
+        match queued {
+            Ok(()) => {
+                self.in_flight.push_back((done, stage.clone()));
+                Ok(())
+            }
+            Err(e) => {
+                std::mem::forget(stage.clone());
+                std::mem::forget(landing.clone());
+                self.spare_events.push(done);
+                Err(e)
+            }
         }
-        self.in_flight.push_back((done, stage));
-        Ok(())
     }
 
     /// Drop the staging buffers of copies that have landed; past [`MAX_IN_FLIGHT`] copies,
@@ -409,6 +474,9 @@ impl Drop for Lane {
                     for (_, stage) in self.in_flight.drain(..) {
                         std::mem::forget(stage);
                     }
+                    // The raw streams may still wait on and write the flags.
+                    std::mem::forget(self.src_flags.clone());
+                    std::mem::forget(self.dst_flags.clone());
                     // The streams may still run: leave them and their events to the driver.
                     return;
                 }

@@ -72,32 +72,70 @@ pub(crate) fn signal<R: Runtime>(client: &ComputeClient<R>, flags: &Handle, slot
 }
 
 /// What a rank's stream must wait for before it reads bytes that a raw stream is still
-/// moving: `flags[slot]` reaching `value`, on the stream the copy was queued from.
-#[derive(Clone, Debug)]
-pub struct FlagWait {
+/// moving: `flags[slot]` reaching `value`, queued on the stream the copy was issued from.
+/// Dropped without [`FlagWait::enqueue`], it is queued anyway, so that memory the copy writes is
+/// never handed to another buffer first.
+#[must_use = "the bytes are not there before the wait is queued"]
+pub struct FlagWait<R: Runtime> {
     pub(crate) flags: Handle,
     pub(crate) slot: u32,
     pub(crate) value: u32,
     pub(crate) stream: StreamId,
+    pub(crate) rank: usize,
+    pub(crate) client: ComputeClient<R>,
+    queued: bool,
 }
 
-impl FlagWait {
-    /// Queue the wait on this wait's stream of `client`'s device (the flags' device); kernels
-    /// queued on that stream afterwards see the copied bytes.
-    pub fn enqueue<R: Runtime>(&self, rank: usize, client: &ComputeClient<R>) -> Result<()> {
+impl<R: Runtime> std::fmt::Debug for FlagWait<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FlagWait(rank {}: flag {} reaches {})",
+            self.rank, self.slot, self.value
+        )
+    }
+}
+
+impl<R: Runtime> FlagWait<R> {
+    /// The wait for `flags[slot]` (on rank `rank`, whose client is `client`) to reach
+    /// `value`, to be queued on the calling thread's stream.
+    pub(crate) fn new(
+        flags: Handle,
+        slot: u32,
+        value: u32,
+        rank: usize,
+        client: ComputeClient<R>,
+    ) -> Self {
+        let words = flags.size_in_used() as usize / 4;
+        assert!((slot as usize) < words, "flag slot {slot} of {words}");
+        Self {
+            flags,
+            slot,
+            value,
+            stream: StreamId::current(),
+            rank,
+            client,
+            queued: false,
+        }
+    }
+
+    /// Queue the wait on its stream of its rank's device: kernels queued on that stream
+    /// afterwards see the copied bytes.
+    pub fn enqueue(mut self) -> Result<()> {
+        self.queue()
+    }
+
+    fn queue(&mut self) -> Result<()> {
+        self.queued = true;
         let words = self.flags.size_in_used() as usize / 4;
-        assert!(
-            (self.slot as usize) < words,
-            "flag slot {} of {words}",
-            self.slot
-        );
-        let (count, dim) = one_unit(client);
-        catch_runtime(rank, || {
+        let (count, dim) = one_unit(&self.client);
+        catch_runtime(self.rank, || {
             self.stream.executes(|| {
-                // SAFETY: `slot` is inside the buffer (checked above) and only unit 0 reads it.
+                // SAFETY: `slot` is inside the buffer (checked in `new`) and only unit 0
+                // reads it.
                 unsafe {
                     wait_kernel::launch_unchecked::<R>(
-                        client,
+                        &self.client,
                         count,
                         dim,
                         ArrayArg::from_raw_parts(self.flags.clone(), words),
@@ -107,6 +145,16 @@ impl FlagWait {
                 }
             })
         })
+    }
+}
+
+impl<R: Runtime> Drop for FlagWait<R> {
+    fn drop(&mut self) {
+        if !self.queued {
+            if let Err(e) = self.queue() {
+                tracing::error!(target: "firemesh::transport", "rank {}: a buffer dropped unread could not wait for its copy: {e}", self.rank);
+            }
+        }
     }
 }
 
@@ -160,14 +208,9 @@ mod tests {
                 },
                 value
             ));
-            FlagWait {
-                flags: flags.clone(),
-                slot,
-                value,
-                stream: StreamId::current(),
-            }
-            .enqueue(0, &client)
-            .expect("wait");
+            FlagWait::new(flags.clone(), slot, value, 0, client.clone())
+                .enqueue()
+                .expect("wait");
         }
         // Work queued after the waits runs (a wait that never returned would hang here).
         let src = client.create_from_slice(&[1u8, 0, 0, 0, 2, 0, 0, 0]);

@@ -29,14 +29,15 @@ pub struct Rank<R: Runtime> {
 
 /// A buffer copied to a rank, and what that rank must wait for before it reads it.
 #[derive(Debug)]
-pub struct Arrival {
+pub struct Arrival<R: Runtime> {
     pub handle: Handle,
     /// `None`: kernels queued after the copy returned see the bytes. `Some`: the bytes are
-    /// still moving; queue the wait ([`FlagWait::enqueue`]) on the rank before reading them.
-    pub pending: Option<FlagWait>,
+    /// still moving; queue the wait ([`FlagWait::enqueue`]) before reading them (dropped, it
+    /// is queued then).
+    pub pending: Option<FlagWait<R>>,
 }
 
-impl Arrival {
+impl<R: Runtime> Arrival<R> {
     /// A buffer whose bytes are in place for any kernel queued from now on.
     pub fn landed(handle: Handle) -> Self {
         Self {
@@ -60,7 +61,7 @@ pub trait Transport<R: Runtime>: Send + Sync {
     /// `to`, issued on the calling thread's stream. Work already queued on `from` that writes
     /// `src` is complete before the copy reads, and work queued on `from` afterwards may write
     /// `src` at once.
-    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival>;
+    fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival<R>>;
     /// [`Transport::copy`] of one source to several ranks, in `to` order. Transports that
     /// stage through the host override it to read the source once.
     fn copy_many(
@@ -69,7 +70,7 @@ pub trait Transport<R: Runtime>: Send + Sync {
         src: Handle,
         to: &[&Rank<R>],
         dtype: DType,
-    ) -> Result<Vec<Arrival>> {
+    ) -> Result<Vec<Arrival<R>>> {
         to.iter()
             .map(|rank| self.copy(from, src.clone(), rank, dtype))
             .collect()

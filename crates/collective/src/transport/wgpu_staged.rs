@@ -52,7 +52,7 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         src: Handle,
         to: &Rank<WgpuRuntime>,
         dtype: DType,
-    ) -> Result<Arrival> {
+    ) -> Result<Arrival<WgpuRuntime>> {
         Ok(self.copy_many(from, src, &[to], dtype)?.remove(0))
     }
 
@@ -63,7 +63,7 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         src: Handle,
         to: &[&Rank<WgpuRuntime>],
         dtype: DType,
-    ) -> Result<Vec<Arrival>> {
+    ) -> Result<Vec<Arrival<WgpuRuntime>>> {
         let bytes = src.size_in_used();
         let setups: Vec<_> = to
             .iter()
