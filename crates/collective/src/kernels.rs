@@ -28,11 +28,12 @@ fn combine_kernel<F: Float, N: Size>(
     }
 }
 
-/// `dst[dst_at + i] = src[src_at + i]` for i < count (in vectors).
+/// `dst[dst_at + i] = src[src_at + i]` for i < count (in vectors): floats of a dtype, or
+/// 32-bit words (the bytes, whatever the dtype).
 #[cube(launch_unchecked)]
-fn copy_kernel<F: Float, N: Size>(
-    dst: &mut Array<Vector<F, N>>,
-    src: &Array<Vector<F, N>>,
+fn copy_kernel<T: Numeric, N: Size>(
+    dst: &mut Array<Vector<T, N>>,
+    src: &Array<Vector<T, N>>,
     dst_at: u32,
     src_at: u32,
     count: u32,
@@ -55,22 +56,6 @@ fn divide_kernel<F: Float, N: Size>(
     if i < count as usize {
         let v = Vector::<f32, N>::cast_from(buf[at as usize + i]);
         buf[at as usize + i] = Vector::cast_from(v / Vector::new(divisor));
-    }
-}
-
-/// `dst[dst_at + i] = src[src_at + i]` for i < count (in vectors of 32-bit words: the bytes,
-/// whatever the dtype).
-#[cube(launch_unchecked)]
-fn copy_words_kernel<N: Size>(
-    dst: &mut Array<Vector<u32, N>>,
-    src: &Array<Vector<u32, N>>,
-    dst_at: u32,
-    src_at: u32,
-    count: u32,
-) {
-    let i = ABSOLUTE_POS;
-    if i < count as usize {
-        dst[dst_at as usize + i] = src[src_at as usize + i];
     }
 }
 
@@ -214,7 +199,7 @@ pub(crate) fn copy_words<R: Runtime>(
     // SAFETY: both slices lie inside their buffers (checked above) and the kernel guards each
     // access with `count`.
     unsafe {
-        copy_words_kernel::launch_unchecked::<R>(
+        copy_kernel::launch_unchecked::<u32, R>(
             client,
             cubes,
             dim,
