@@ -127,7 +127,7 @@ impl CollectiveConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::Transfer;
+    use super::{CollectiveConfig, Transfer};
 
     #[test]
     fn transfers_parse_from_their_names_only() {
@@ -136,5 +136,17 @@ mod tests {
         assert_eq!(Transfer::parse("Stream"), None);
         assert_eq!(Transfer::parse(""), None);
         assert_eq!(Transfer::default(), Transfer::Synchronous);
+    }
+
+    #[test]
+    fn only_stream_ordered_transfers_are_pipelined_by_default() {
+        let sync = CollectiveConfig::with_transfer(Transfer::Synchronous);
+        let stream = CollectiveConfig::with_transfer(Transfer::StreamOrdered);
+        assert_eq!((sync.transfer, sync.pipeline_depth), (Transfer::Synchronous, 1));
+        assert_eq!(
+            (stream.transfer, stream.pipeline_depth),
+            (Transfer::StreamOrdered, CollectiveConfig::default().pipeline_depth)
+        );
+        assert!(stream.pipeline_depth > 1);
     }
 }
