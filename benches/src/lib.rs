@@ -3,11 +3,10 @@
 use serde::Serialize;
 use std::time::Instant;
 
-/// Every benchmark program runs on mimalloc, as the `firemesh` CLI does (rank threads free on
-/// one thread what another allocated, which glibc's malloc serializes); the peers measured
-/// beside ours in one run share it.
+/// Every benchmark program runs on the `firemesh` CLI's allocator (`firemesh::alloc`); the
+/// peers measured beside ours in one run share it.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: firemesh::alloc::Allocator = firemesh::alloc::Allocator;
 
 /// Median wall time of `f` over `iters` runs after one warm-up, in seconds.
 pub fn time_median(iters: usize, mut f: impl FnMut() -> f64) -> f64 {

@@ -319,6 +319,7 @@ fn validate<B: Backend>(
                 host: HostModel {
                     op_s: overhead.max(0.0),
                     op_s_per_extra_rank: 0.0,
+                    handoff_s: None,
                 },
                 serial: true,
             };

@@ -142,10 +142,16 @@ mod tests {
     fn only_stream_ordered_transfers_are_pipelined_by_default() {
         let sync = CollectiveConfig::with_transfer(Transfer::Synchronous);
         let stream = CollectiveConfig::with_transfer(Transfer::StreamOrdered);
-        assert_eq!((sync.transfer, sync.pipeline_depth), (Transfer::Synchronous, 1));
+        assert_eq!(
+            (sync.transfer, sync.pipeline_depth),
+            (Transfer::Synchronous, 1)
+        );
         assert_eq!(
             (stream.transfer, stream.pipeline_depth),
-            (Transfer::StreamOrdered, CollectiveConfig::default().pipeline_depth)
+            (
+                Transfer::StreamOrdered,
+                CollectiveConfig::default().pipeline_depth
+            )
         );
         assert!(stream.pipeline_depth > 1);
     }

@@ -5,6 +5,7 @@ pub use error::{Error, Result};
 pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
 
+pub mod alloc;
 pub mod bench;
 mod error;
 pub mod grads;

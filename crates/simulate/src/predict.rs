@@ -16,16 +16,22 @@ pub enum Schedule {
     Buckets { bytes: u64 },
 }
 
-/// The host's cost of issuing one op for every rank: `op_s + (N - 1) * op_s_per_extra_rank`.
+/// The host's cost of issuing one op for every rank. Ranks in turn on one thread:
+/// `op_s + (N - 1) * op_s_per_extra_rank`. On rank threads (`handoff_s` given), the calling
+/// thread issues rank 0's share and hands one job to each other rank, whose threads issue
+/// their shares beside it: `op_s + (N - 1) * handoff_s` (a core per rank assumed).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct HostModel {
     pub op_s: f64,
     pub op_s_per_extra_rank: f64,
+    #[serde(default)]
+    pub handoff_s: Option<f64>,
 }
 
 impl HostModel {
     pub fn op_seconds(&self, ranks: usize) -> f64 {
-        self.op_s + ranks.saturating_sub(1) as f64 * self.op_s_per_extra_rank
+        let per_extra = self.handoff_s.unwrap_or(self.op_s_per_extra_rank);
+        self.op_s + ranks.saturating_sub(1) as f64 * per_extra
     }
 }
 
@@ -238,12 +244,21 @@ mod tests {
         s.host = HostModel {
             op_s: 1e-3,
             op_s_per_extra_rank: 1e-3,
+            handoff_s: None,
         };
         // Host: 1000 ops * 2 ms at N = 2 = 2 s < 4 s of device time; at N = 8, 8 s.
         assert!((predict(&p, &s, 2).step_s - 4.0).abs() < 1e-9);
         let host_bound = predict(&p, &s, 8);
         assert!((host_bound.step_s - 8.0).abs() < 1e-9 && host_bound.host_s == 8.0);
+        // On rank threads each further rank costs the calling thread a handoff of 0.1 ms:
+        // 1000 * (1 + 7 * 0.1) ms = 1.7 s at N = 8, under the device's time, which then sets
+        // the step as with no host cost at all.
+        s.host.handoff_s = Some(1e-4);
+        let threads = predict(&p, &s, 8);
+        assert!((threads.host_s - 1.7).abs() < 1e-9, "{threads:?}");
         s.host = HostModel::default();
+        assert!((threads.step_s - predict(&p, &s, 8).step_s).abs() < 1e-9);
+        assert!(threads.step_s < host_bound.step_s);
         p.blocking_sums = 3;
         p.blocking_sum_bytes = 100.0;
         let b = predict(&p, &s, 2);

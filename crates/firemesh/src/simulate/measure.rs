@@ -28,6 +28,10 @@ pub struct FiremeshStep {
     /// Least-squares line through them: seconds at one rank, and per extra rank.
     pub host_op_s: f64,
     pub host_op_s_per_extra_rank: f64,
+    /// On rank threads, what handing one rank's share of an op to its thread adds to the
+    /// calling thread: its time per op with 2 ranks on rank threads less its time with 1 rank
+    /// (2 ranks: each thread has a core of the machines this runs on).
+    pub handoff_s: f64,
 }
 
 /// Counts one training step of `model` on a 2-rank CPU mesh (a small batch: the op count does
@@ -73,13 +77,29 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
         .map(|&n| Ok((n, host_seconds_per_op(n)?)))
         .collect::<Result<Vec<_>>>()?;
     let (host_op_s, host_op_s_per_extra_rank) = fit_line(&host_op_s_by_ranks);
+    let one_rank = host_op_s_by_ranks
+        .iter()
+        .find(|r| r.0 == 1)
+        .map_or(host_op_s, |r| r.1);
+    let handoff_s = (caller_seconds_per_op_on_rank_threads(2)? - one_rank).max(0.0);
     Ok(FiremeshStep {
         ops_per_step: passes.ops + update.ops,
         blocking_sums: passes.routes.values().sum(),
         host_op_s_by_ranks,
         host_op_s,
         host_op_s_per_extra_rank,
+        handoff_s,
     })
+}
+
+/// Median time per small op of the calling thread of a mesh of `n` ranks on rank threads
+/// (rank 0's share and the handoffs; the other ranks' shares run on their threads).
+fn caller_seconds_per_op_on_rank_threads(n: usize) -> Result<f64> {
+    let mesh = Mesh::replicate(FlexDevice, n)?;
+    mesh.set_parallel(true);
+    let seconds = per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 5);
+    mesh.set_parallel(false);
+    Ok(seconds)
 }
 
 /// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks issued in

@@ -74,6 +74,10 @@ pub struct SimulateOptions {
     /// Host time of one kernel launch on the inner backend (µs), with --firemesh.
     #[arg(long, default_value_t = 4.0)]
     pub launch_us: f64,
+    /// With --firemesh: the ranks' ops issued on rank threads (`FIREMESH_RANK_THREADS=1`; a
+    /// core per rank), each rank's launches on its own thread, instead of in turn from one.
+    #[arg(long)]
+    pub rank_threads: bool,
     /// Folder for simulate.json, simulate.md and the charts.
     #[arg(long, default_value = "runs/simulate")]
     pub out: PathBuf,
@@ -125,6 +129,7 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         scenario.host = HostModel {
             op_s: measured.host_op_s + launch,
             op_s_per_extra_rank: measured.host_op_s_per_extra_rank + launch,
+            handoff_s: o.rank_threads.then_some(measured.handoff_s),
         };
         firemesh_step = Some(measured);
     }
@@ -244,6 +249,11 @@ fn scenario(o: &SimulateOptions) -> Result<Scenario> {
             "--straggler-cv {}: from 0 to below 1",
             o.straggler_cv
         )));
+    }
+    if o.rank_threads && !o.firemesh {
+        return Err(Error::Invalid(
+            "--rank-threads models firemesh's own host time: give --firemesh too".into(),
+        ));
     }
     if !(o.launch_us.is_finite() && o.launch_us >= 0.0) {
         return Err(Error::Invalid(format!(

@@ -46,11 +46,22 @@ pub fn markdown(sim: &Simulation) -> String {
         s.straggler_cv
     );
     if let Some(f) = &sim.firemesh_step {
+        let issue = match s.host.handoff_s {
+            None => "ranks issued in turn from one thread: each further rank adds its share and \
+                     its launch"
+                .to_string(),
+            Some(h) => format!(
+                "ranks on rank threads (a core per rank): the calling thread issues rank 0's \
+                 share and hands each further rank one job ({:.2} µs, measured with 2 ranks), \
+                 each rank's thread issues its own share and launch beside it",
+                h * 1e6
+            ),
+        };
         let _ = writeln!(
             md,
             "- firemesh's step, measured here on a CPU mesh: {} ops per step, {} blocking sums \
-             ({:.0} bytes each); host time per op {:.2} µs + {:.2} µs per extra rank (Sharded<Flex>, \
-             ranks in turn), plus {:.1} µs per rank for the inner backend's launch.",
+             ({:.0} bytes each); host time per op {:.2} µs + {:.2} µs per extra rank in turn \
+             (Sharded<Flex>), plus {:.1} µs per rank for the inner backend's launch; {issue}.",
             f.ops_per_step,
             f.blocking_sums,
             p.blocking_sum_bytes,

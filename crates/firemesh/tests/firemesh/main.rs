@@ -1,5 +1,6 @@
 //! The tests of the firemesh facade and CLI, in one binary.
 
+mod alloc;
 mod bad_input;
 mod bench;
 mod common;

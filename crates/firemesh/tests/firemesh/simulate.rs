@@ -131,6 +131,7 @@ fn bad_simulate_input_is_one_line() {
         (&["simulate", "--throughput=-3"][..], "--throughput"),
         (&["simulate", "--bucket-mib", "0"][..], "--bucket-mib"),
         (&["simulate", "--straggler-cv", "2"][..], "--straggler-cv"),
+        (&["simulate", "--rank-threads"][..], "--firemesh"),
         (
             &["simulate", "--profile", "missing.json"][..],
             "missing.json",
@@ -157,6 +158,7 @@ fn firemesh_step_counts_its_ops_and_sums() {
     let ranks: Vec<usize> = step.host_op_s_by_ranks.iter().map(|r| r.0).collect();
     assert_eq!(ranks, [1, 2, 4, 8]);
     assert!(step.host_op_s > 0.0 && step.host_op_s < 1e-3, "{step:?}");
+    assert!(step.handoff_s >= 0.0 && step.handoff_s < 1e-3, "{step:?}");
     // ResNet-18's step: more ops, and BatchNorm sums in forward and backward.
     let resnet = measure_firemesh_step(ModelName::Resnet18, &[2]).unwrap();
     assert!(resnet.ops_per_step > step.ops_per_step);
