@@ -22,9 +22,10 @@ static CONFIGURED: AtomicBool = AtomicBool::new(false);
 /// mimalloc, keeping the memory a program frees for its own reuse.
 pub struct Allocator;
 
-/// Turns off returning freed memory to the OS (once; the first allocation does it).
+/// Turns off returning freed memory to the OS (once; the first allocation does it). After
+/// that, a plain load per allocation: no write to a cache line every thread shares.
 pub fn keep_freed_memory() {
-    if !CONFIGURED.swap(true, Ordering::Relaxed) {
+    if !CONFIGURED.load(Ordering::Relaxed) && !CONFIGURED.swap(true, Ordering::Relaxed) {
         // SAFETY: sets one of mimalloc's options; callable at any time, from any thread.
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
     }

@@ -74,14 +74,12 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
     counts.dedup();
     let host_op_s_by_ranks = counts
         .iter()
-        .map(|&n| Ok((n, host_seconds_per_op(n)?)))
+        .map(|&n| Ok((n, host_seconds_per_op(n, false)?)))
         .collect::<Result<Vec<_>>>()?;
     let (host_op_s, host_op_s_per_extra_rank) = fit_line(&host_op_s_by_ranks);
-    let one_rank = host_op_s_by_ranks
-        .iter()
-        .find(|r| r.0 == 1)
-        .map_or(host_op_s, |r| r.1);
-    let handoff_s = (caller_seconds_per_op_on_rank_threads(2)? - one_rank).max(0.0);
+    // The counts are sorted and start at 1.
+    let one_rank = host_op_s_by_ranks[0].1;
+    let handoff_s = (host_seconds_per_op(2, true)? - one_rank).max(0.0);
     Ok(FiremeshStep {
         ops_per_step: passes.ops + update.ops,
         blocking_sums: passes.routes.values().sum(),
@@ -92,23 +90,16 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
     })
 }
 
-/// Median time per small op of the calling thread of a mesh of `n` ranks on rank threads
-/// (rank 0's share and the handoffs; the other ranks' shares run on their threads).
-fn caller_seconds_per_op_on_rank_threads(n: usize) -> Result<f64> {
+/// Median time of the calling thread per `x + b` (8 elements) through `Sharded<Flex>` on `n`
+/// ranks: issued in turn from it, as on a CUDA mesh by default (`rank_threads: false`), or
+/// its part on rank threads (`true`: rank 0's share and the handoffs; the other shares run on
+/// their threads, which this timing does not wait for).
+fn host_seconds_per_op(n: usize, rank_threads: bool) -> Result<f64> {
     let mesh = Mesh::replicate(FlexDevice, n)?;
-    mesh.set_parallel(true);
+    mesh.set_parallel(rank_threads);
     let seconds = per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 5);
     mesh.set_parallel(false);
     Ok(seconds)
-}
-
-/// Median host time of `x + b` (8 elements) through `Sharded<Flex>` on `n` ranks issued in
-/// turn from the calling thread, as on a CUDA mesh (rank threads, the CPU mesh's default, only
-/// move the work to other threads of the same few cores, and the timing would miss it).
-fn host_seconds_per_op(n: usize) -> Result<f64> {
-    let mesh = Mesh::replicate(FlexDevice, n)?;
-    mesh.set_parallel(false);
-    Ok(per_op_seconds::<Sharded<Flex>>(&mesh, 2000, 5))
 }
 
 /// Median host time of one small op (`x + b`, 8 elements) on `device`, over `samples` runs of
