@@ -25,9 +25,13 @@ build)
     cp target/release/allreduce "$OUT/allreduce"
     cargo build --release -p firemesh --bin firemesh
     cp target/release/firemesh "$OUT/firemesh"
+    # burn-train's DDP strategy, the peer of `firemesh bench` on CUDA: Burn's `distributed`
+    # feature is on in this package's build only (it cannot be in a build with the CPU mesh).
+    cargo build --release -p firemesh-peers --features ddp --bin ddp_step
+    cp target/release/ddp_step "$OUT/ddp_step"
     strip "$OUT"/* 2>/dev/null || true
-    # Compressed, the three travel in about 20 MiB instead of 70 (`run` unpacks them).
-    gzip -f -6 "$OUT/cuda_collectives" "$OUT/allreduce" "$OUT/firemesh"
+    # Compressed, the four travel in about a third of their size (`run` unpacks them).
+    gzip -f -6 "$OUT/cuda_collectives" "$OUT/allreduce" "$OUT/firemesh" "$OUT/ddp_step"
     ls -la "$OUT"
     ;;
 run)
@@ -35,7 +39,7 @@ run)
         echo "gpu-check: no NVIDIA GPU or driver on this machine; nothing to check" >&2
         exit 2
     fi
-    for bin in cuda_collectives allreduce firemesh; do
+    for bin in cuda_collectives allreduce firemesh ddp_step; do
         if [ -f "$OUT/$bin.gz" ]; then
             gzip -dc "$OUT/$bin.gz" >"$OUT/$bin.tmp" || { echo "gpu-check: cannot unpack $OUT/$bin.gz" >&2; exit 2; }
             chmod +x "$OUT/$bin.tmp" && mv "$OUT/$bin.tmp" "$OUT/$bin"
@@ -146,6 +150,9 @@ run)
     step "bench: zoo on N ranks" timeout 150 "$OUT/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps 3 --out benches/results/cuda/bench
     # Rank threads on CUDA (off by default until measured): the same ResNet-50 rows at N = 2.
     step "bench: ResNet-50 on rank threads" env FIREMESH_RANK_THREADS=1 timeout 60 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 2 --steps 3 --out benches/results/cuda/bench-rank-threads
+    # The peer: burn-train's Learner on one GPU, and its DDP strategy (NCCL, loaded at run
+    # time) over 1 to 8 GPUs, on the zoo's models at the sizes of the bench above.
+    step "bench: burn-train DDP (the peer)" timeout 150 "$OUT/ddp_step" --models resnet50,gpt2-small --steps 2 --out benches/results/cuda/ddp
     if [ ${#failed[@]} -ne 0 ]; then
         echo "gpu-check: FAILED: ${failed[*]}" >&2
         exit 1

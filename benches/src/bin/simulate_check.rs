@@ -356,16 +356,13 @@ fn validate<B: Backend>(
     rows
 }
 
+/// Images and labels of one training batch.
+type ImageBatch<A> = (Tensor<A, 4>, Tensor<A, 1, Int>);
+
 /// Places a batch on `mesh`, sharded on the batch dimension.
 fn sharded_batch<B: Backend>(
     mesh: Mesh<B::Device>,
-) -> impl Fn(
-    &TensorData,
-    &TensorData,
-) -> (
-    Tensor<Autodiff<Sharded<B>>, 4>,
-    Tensor<Autodiff<Sharded<B>>, 1, Int>,
-) {
+) -> impl Fn(&TensorData, &TensorData) -> ImageBatch<Autodiff<Sharded<B>>> {
     move |x, y| {
         let x = Tensor::from_data(x.clone(), &mesh);
         let y = Tensor::from_data(y.clone(), &mesh);

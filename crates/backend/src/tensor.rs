@@ -26,6 +26,10 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
 /// without it each statistic was summed across the ranks once per use.
 type SharedSum<P> = Arc<OnceLock<Vec<P>>>;
 
+/// A tensor taken apart: its parts (possibly still being computed on rank threads), its
+/// placement and its mesh.
+pub(crate) type Issued<P, D> = (Vec<Part<P>>, Placement, Mesh<D>);
+
 enum State<B: Backend, K: Kind<B>> {
     Ready {
         parts: Vec<Part<K::P>>,
@@ -154,7 +158,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     }
 
     /// As [`ShardedTensor::into_split`], without waiting for rank threads.
-    pub(crate) fn into_issued(self) -> (Vec<Part<K::P>>, Placement, Mesh<B::Device>) {
+    pub(crate) fn into_issued(self) -> Issued<K::P, B::Device> {
         let Self { state, mesh, .. } = self.drawn(None);
         match state {
             State::Ready { parts, placement } => (parts, placement, mesh),

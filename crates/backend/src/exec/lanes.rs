@@ -140,11 +140,14 @@ pub(crate) struct Later<T: 'static> {
     source: Source<T>,
 }
 
+/// Lends a value to a reader when it is there.
+type Lender<T> = Arc<dyn Fn(&mut dyn FnMut(&T)) + Send + Sync>;
+
 enum Source<T: 'static> {
     /// A job's whole result.
     Job(Arc<Slot<T>>),
     /// A field of another job's result.
-    Field(Arc<dyn Fn(&mut dyn FnMut(&T)) + Send + Sync>),
+    Field(Lender<T>),
 }
 
 impl<T: Send + 'static> Later<T> {

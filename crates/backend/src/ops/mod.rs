@@ -81,7 +81,7 @@ impl Kept for &[usize] {
 impl Kept for &QuantScheme {
     type Owned = QuantScheme;
     fn keep(self) -> QuantScheme {
-        self.clone()
+        *self
     }
 }
 

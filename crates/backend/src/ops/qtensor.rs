@@ -39,7 +39,7 @@ impl<B: Backend> QTensorOps<Self> for Sharded<B> {
         scheme: &QuantScheme,
         qparams: QuantizationParametersPrimitive<Self>,
     ) -> QuantizedTensor<Self> {
-        let kept_scheme = scheme.clone();
+        let kept_scheme = *scheme;
         run(
             "quantize",
             (tensor, qparams),

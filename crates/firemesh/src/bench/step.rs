@@ -14,6 +14,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
+use firemesh_peers::{synthetic_images, synthetic_tokens};
 use std::time::Instant;
 
 /// Classes of the synthetic images.
@@ -104,27 +105,36 @@ impl Work {
         AnyOptimizer::new(kind, 0.9, 1e-4)
     }
 
-    /// Rank `rank`'s synthetic batch on `device`, the same at every rank count.
+    /// Rank `rank`'s synthetic batch on `device`, the same at every rank count: the samples
+    /// `rank · per_rank..` of the synthetic set the peers train on too.
     pub fn batch<B: Backend>(&self, rank: usize, device: &B::Device) -> Batch<B> {
-        let n = self.per_rank;
-        let first = rank * n;
+        let (n, first) = (self.per_rank, rank * self.per_rank);
         if self.model.is_gpt() {
-            let len = self.seq_len;
-            let tokens: Vec<i32> = (0..n * len)
-                .map(|k| (((first * len + k) * 37 + k / len * 11) % VOCAB) as i32)
-                .collect();
-            Batch::Tokens(Tensor::from_data(TensorData::new(tokens, [n, len]), device))
+            let tokens = synthetic_tokens(first, n, self.seq_len, VOCAB);
+            let data = TensorData::new(tokens, [n, self.seq_len]);
+            Batch::Tokens(Tensor::from_data(data, device))
         } else {
-            let s = self.image_size;
-            let pixels = 3 * s * s;
-            let values: Vec<f32> = (0..n * pixels)
-                .map(|k| ((first * pixels + k) * 7919 % 1000) as f32 / 500.0 - 1.0)
-                .collect();
-            let labels: Vec<i32> = (first..first + n).map(|i| (i % CLASSES) as i32).collect();
+            let shape = [n, 3, self.image_size, self.image_size];
+            let (pixels, labels) = synthetic_images(first, shape, CLASSES);
             Batch::Images {
-                images: Tensor::from_data(TensorData::new(values, [n, 3, s, s]), device),
+                images: Tensor::from_data(TensorData::new(pixels, shape), device),
                 labels: Tensor::from_data(TensorData::new(labels, [n]), device),
             }
+        }
+    }
+
+    /// The same model and batches as burn-train's peers train them.
+    pub fn peer(&self) -> firemesh_peers::Work {
+        firemesh_peers::Work {
+            model: match &self.net {
+                NetConfig::ResNet(c) => firemesh_peers::Model::ResNet(c.clone()),
+                NetConfig::Gpt(c) => firemesh_peers::Model::Gpt(c.clone()),
+            },
+            per_device: self.per_rank,
+            image_size: self.image_size,
+            seq_len: self.seq_len,
+            warmup: self.warmup,
+            steps: self.steps,
         }
     }
 }

@@ -1,0 +1,9 @@
+//! The peers firemesh is measured against: burn-train's own strategies training the zoo's
+//! models through its `Learner`, on synthetic batches. `firemesh bench` times `MultiDevice`
+//! with it; `ddp_step` (built with the `ddp` feature) times the DDP strategy on CUDA.
+
+mod learner;
+mod model;
+
+pub use learner::{step_seconds, Inner, Strategy};
+pub use model::{synthetic_images, synthetic_tokens, Model, Step, Trainee, Work};

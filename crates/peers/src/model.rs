@@ -1,0 +1,206 @@
+//! A zoo model as burn-train trains it, and its synthetic batches.
+
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+use firemesh_gpt::{Gpt, GptConfig};
+use firemesh_resnet::{ResNet, ResNetConfig};
+
+/// The model to train.
+#[derive(Debug, Clone)]
+pub enum Model {
+    ResNet(ResNetConfig),
+    Gpt(GptConfig),
+}
+
+/// A model and the size of one device's batch.
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub model: Model,
+    /// Images or sequences per device and step.
+    pub per_device: usize,
+    /// Image side in pixels (ResNets).
+    pub image_size: usize,
+    /// Tokens per sequence (GPTs).
+    pub seq_len: usize,
+    /// Steps of the shorter epoch of each timing (at least 1).
+    pub warmup: usize,
+    /// Timed steps.
+    pub steps: usize,
+}
+
+impl Work {
+    pub fn is_gpt(&self) -> bool {
+        matches!(self.model, Model::Gpt(_))
+    }
+
+    /// Images or predicted tokens per device and step (a sequence of L tokens predicts L - 1).
+    pub fn samples_per_device(&self) -> f64 {
+        if self.is_gpt() {
+            (self.per_device * (self.seq_len.max(1) - 1)) as f64
+        } else {
+            self.per_device as f64
+        }
+    }
+
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> Result<Trainee<B>, String> {
+        match &self.model {
+            Model::ResNet(c) => Ok(Trainee::ResNet(c.init(device).map_err(|e| e.to_string())?)),
+            Model::Gpt(c) => {
+                if self.seq_len < 2 || self.seq_len > c.context_length + 1 {
+                    return Err(format!(
+                        "sequences of {} tokens: the GPT takes 2 to {} (its context plus the \
+                         target)",
+                        self.seq_len,
+                        c.context_length + 1
+                    ));
+                }
+                Ok(Trainee::Gpt(c.init(device).map_err(|e| e.to_string())?))
+            }
+        }
+    }
+
+    /// The synthetic batch of the samples `first..first + n`.
+    pub(crate) fn batch<B: Backend>(&self, first: usize, n: usize, device: &B::Device) -> Step<B> {
+        match &self.model {
+            Model::Gpt(c) => {
+                let tokens = synthetic_tokens(first, n, self.seq_len, c.vocab_size);
+                let data = TensorData::new(tokens, [n, self.seq_len]);
+                Step::Tokens(Tensor::from_data(data, device))
+            }
+            Model::ResNet(c) => {
+                let s = self.image_size;
+                let shape = [n, c.in_channels, s, s];
+                let (pixels, labels) = synthetic_images(first, shape, c.num_classes);
+                Step::Images(
+                    Tensor::from_data(TensorData::new(pixels, shape), device),
+                    Tensor::from_data(TensorData::new(labels, [n]), device),
+                )
+            }
+        }
+    }
+}
+
+/// The samples `first..first + n` of a synthetic image set, `shape` = `[n, channels, height,
+/// width]`: pixels in [-1, 1), and labels (sample `i` has class `i % classes`).
+pub fn synthetic_images(first: usize, shape: [usize; 4], classes: usize) -> (Vec<f32>, Vec<i32>) {
+    let [n, channels, height, width] = shape;
+    let pixels = channels * height * width;
+    let values = (0..n * pixels)
+        .map(|k| ((first * pixels + k) * 7919 % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let labels = (first..first + n).map(|i| (i % classes) as i32).collect();
+    (values, labels)
+}
+
+/// The sequences `first..first + n` of a synthetic token set: `len` tokens below `vocab` each.
+pub fn synthetic_tokens(first: usize, n: usize, len: usize, vocab: usize) -> Vec<i32> {
+    (first * len..(first + n) * len)
+        .map(|k| ((k * 37 + k / len * 11) % vocab) as i32)
+        .collect()
+}
+
+/// A zoo model as burn-train trains it.
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Trainee<B: Backend> {
+    ResNet(ResNet<B>),
+    Gpt(Gpt<B>),
+}
+
+/// One step's input.
+#[derive(Debug, Clone)]
+pub enum Step<B: Backend> {
+    Images(Tensor<B, 4>, Tensor<B, 1, Int>),
+    Tokens(Tensor<B, 2, Int>),
+}
+
+impl<B: Backend> Trainee<B> {
+    fn loss(&self, batch: Step<B>) -> Tensor<B, 1> {
+        // `Work` builds the batch kind of its model with its channels, and checks the sequence
+        // length before the model is made: neither can fail here.
+        match (self, batch) {
+            (Self::ResNet(m), Step::Images(images, labels)) => {
+                let logits = m
+                    .try_forward(images)
+                    .expect("images of the model's channels");
+                CrossEntropyLossConfig::new()
+                    .init(&logits.device())
+                    .forward(logits, labels)
+            }
+            (Self::Gpt(m), Step::Tokens(tokens)) => m
+                .next_token_loss(tokens)
+                .expect("sequences within the context"),
+            _ => unreachable!("Work builds the batches of its model"),
+        }
+    }
+}
+
+impl<B: AutodiffBackend> TrainStep for Trainee<B> {
+    type Input = Step<B>;
+    type Output = ();
+    fn step(&self, batch: Step<B>) -> TrainOutput<()> {
+        TrainOutput::new(self, self.loss(batch).backward(), ())
+    }
+}
+
+impl<B: Backend> InferenceStep for Trainee<B> {
+    type Input = Step<B>;
+    type Output = ();
+    fn step(&self, _batch: Step<B>) {}
+}
+
+#[cfg(all(test, not(feature = "ddp")))]
+mod tests {
+    use super::*;
+    use burn::backend::flex::FlexDevice;
+    use burn::backend::Flex;
+
+    #[test]
+    fn a_sample_is_the_same_in_every_batch_that_holds_it() {
+        let (all, all_labels) = synthetic_images(0, [6, 3, 4, 4], 10);
+        let (part, part_labels) = synthetic_images(4, [2, 3, 4, 4], 10);
+        assert_eq!(part, all[4 * 48..]);
+        assert_eq!(part_labels, all_labels[4..]);
+        assert_eq!(part_labels, [4, 5]);
+        assert!(all.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert!(all.windows(2).any(|w| w[0] != w[1]), "not a constant image");
+        let tokens = synthetic_tokens(0, 6, 8, 256);
+        assert_eq!(synthetic_tokens(4, 2, 8, 256), tokens[32..]);
+        assert!(tokens.iter().all(|t| (0..256).contains(t)));
+        assert!(
+            tokens.windows(2).any(|w| w[0] != w[1]),
+            "not a constant sequence"
+        );
+    }
+
+    #[test]
+    fn batches_have_the_shapes_of_their_model() {
+        let work = |model| Work {
+            model,
+            per_device: 2,
+            image_size: 16,
+            seq_len: 12,
+            warmup: 1,
+            steps: 1,
+        };
+        let resnet = work(Model::ResNet(ResNetConfig::tiny(10)));
+        let Step::Images(x, y) = resnet.batch::<Flex>(4, 2, &FlexDevice) else {
+            panic!("a ResNet takes images")
+        };
+        assert_eq!((x.dims(), y.dims()), ([2, 3, 16, 16], [2]));
+        assert_eq!(
+            y.into_data().convert::<i64>().to_vec::<i64>().unwrap(),
+            [4, 5]
+        );
+        let gpt = work(Model::Gpt(GptConfig::tiny()));
+        let Step::Tokens(t) = gpt.batch::<Flex>(0, 2, &FlexDevice) else {
+            panic!("a GPT takes tokens")
+        };
+        assert_eq!(t.dims(), [2, 12]);
+        assert_eq!(gpt.samples_per_device(), 22.0);
+        assert_eq!(resnet.samples_per_device(), 2.0);
+    }
+}
