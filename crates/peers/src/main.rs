@@ -42,14 +42,8 @@ impl ModelName {
     fn model(self, image_size: usize) -> Model {
         match self {
             Self::Resnet50 => {
-                // The ImageNet stem divides the side by 4 before the stages.
-                let stem = if image_size >= 128 {
-                    StemKind::ImageNet
-                } else {
-                    StemKind::Cifar
-                };
                 let config = ResNetConfig::from_depth(50, 10).expect("50 is a ResNet depth");
-                Model::ResNet(config.with_stem(stem))
+                Model::ResNet(config.with_stem(StemKind::for_image_size(image_size)))
             }
             Self::Gpt2Small => Model::Gpt(GptConfig {
                 vocab_size: 256,
@@ -107,9 +101,11 @@ struct Row {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.steps == 0 || args.batch_per_gpu == Some(0) || args.image_size < 8 {
+    let zero = args.steps == 0 || args.batch_per_gpu == Some(0) || args.ranks.contains(&0);
+    if zero || args.image_size < 8 {
         eprintln!(
-            "ddp_step: --steps and --batch-per-gpu must be at least 1, --image-size at least 8"
+            "ddp_step: --steps, --batch-per-gpu and --ranks must be at least 1, --image-size at \
+             least 8"
         );
         return ExitCode::from(2);
     }
@@ -152,7 +148,7 @@ fn main() -> ExitCode {
             }
         };
         for &n in &ranks {
-            if n == 0 || n > gpus.len() {
+            if n > gpus.len() {
                 notes.push(format!(
                     "{} DDP N={n}: left out, NCCL takes each of the {} GPU(s) once",
                     model.name(),

@@ -18,6 +18,18 @@ pub enum StemKind {
     Cifar,
 }
 
+impl StemKind {
+    /// The stem for square images of `side` pixels: the ImageNet stem divides the side by 4
+    /// before the stages, so images under 128 pixels take the CIFAR stem.
+    pub fn for_image_size(side: usize) -> Self {
+        if side >= 128 {
+            Self::ImageNet
+        } else {
+            Self::Cifar
+        }
+    }
+}
+
 /// Convolution, BatchNorm, ReLU and, for the ImageNet stem, a max-pool.
 #[derive(Module, Debug)]
 pub struct Stem<B: Backend> {

@@ -37,13 +37,7 @@ pub enum NetConfig {
 impl NetConfig {
     /// `model` for `classes` classes of `image_size`² images, or a vocabulary of `vocab` tokens.
     pub fn new(model: ModelName, classes: usize, image_size: usize, vocab: usize) -> Result<Self> {
-        // The ImageNet stem divides the side by 4 before the stages: small images take the
-        // CIFAR stem.
-        let stem = if image_size >= 128 {
-            StemKind::ImageNet
-        } else {
-            StemKind::Cifar
-        };
+        let stem = StemKind::for_image_size(image_size);
         let depth = |d| -> Result<NetConfig> {
             Ok(Self::ResNet(
                 ResNetConfig::from_depth(d, classes)?.with_stem(stem),
