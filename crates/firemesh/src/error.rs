@@ -5,6 +5,7 @@ use firemesh_collective::{CollectiveError, Unavailable};
 use firemesh_datasets::DatasetError;
 use firemesh_gpt::GptError;
 use firemesh_resnet::ResNetError;
+use firemesh_zoo::ZooError;
 use std::path::PathBuf;
 
 /// Why a firemesh job could not run.
@@ -27,6 +28,8 @@ pub enum Error {
     Model(#[from] ResNetError),
     #[error(transparent)]
     Gpt(#[from] GptError),
+    #[error(transparent)]
+    Zoo(#[from] ZooError),
     /// A checkpoint that cannot be written, read or used.
     #[error("checkpoint: {0}")]
     Checkpoint(String),

@@ -5,7 +5,7 @@
 //! so that what an epoch costs besides its steps (the model's start, the strategy's threads and
 //! communicators, the loaders, one validation batch) cancels out.
 
-use crate::model::{Step, Trainee, Work};
+use crate::model::Work;
 use burn::backend::Autodiff;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
@@ -19,6 +19,7 @@ use burn::train::renderer::{
     MetricsRendererTraining, ProgressType, TrainingProgress,
 };
 use burn::train::{ExecutionStrategy, Learner, LearnerSummary, SupervisedTraining};
+use firemesh_zoo::{Batch, Net};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,8 +27,8 @@ use std::time::Instant;
 #[derive(Clone)]
 struct Synthetic(Arc<Work>);
 
-impl<B: Backend> Batcher<B, usize, Step<B>> for Synthetic {
-    fn batch(&self, samples: Vec<usize>, device: &B::Device) -> Step<B> {
+impl<B: Backend> Batcher<B, usize, Batch<B>> for Synthetic {
+    fn batch(&self, samples: Vec<usize>, device: &B::Device) -> Batch<B> {
         // A loader's batch holds consecutive sample indices.
         let first = samples.first().copied().unwrap_or(0);
         self.0.batch(first, samples.len(), device)
@@ -110,7 +111,7 @@ fn epoch<B: Inner>(
     steps: usize,
 ) -> Result<f64, String> {
     let run = || {
-        if work.is_gpt() {
+        if work.model.is_gpt() {
             let adamw = AdamWConfig::new().with_weight_decay(1e-4).init();
             launch::<B, _>(devices, strategy, work, steps, adamw)
         } else {
@@ -136,17 +137,17 @@ fn launch<B, O>(
 ) -> Result<f64, String>
 where
     B: Inner,
-    O: Optimizer<Trainee<Autodiff<B>>, Autodiff<B>> + 'static,
+    O: Optimizer<Net<Autodiff<B>>, Autodiff<B>> + 'static,
 {
     let (n, per_device) = (devices.len(), work.per_device);
     Autodiff::<B>::seed(&devices[0], 7);
     let model = work.init::<Autodiff<B>>(&devices[0])?;
     let batcher = Synthetic(work.clone());
-    let train: Arc<dyn DataLoader<Autodiff<B>, Step<Autodiff<B>>>> =
+    let train: Arc<dyn DataLoader<Autodiff<B>, Batch<Autodiff<B>>>> =
         DataLoaderBuilder::new(batcher.clone())
             .batch_size(per_device)
             .build(InMemDataset::new((0..per_device * n * steps).collect()));
-    let valid: Arc<dyn DataLoader<B, Step<B>>> = DataLoaderBuilder::new(batcher)
+    let valid: Arc<dyn DataLoader<B, Batch<B>>> = DataLoaderBuilder::new(batcher)
         .batch_size(per_device)
         .build(InMemDataset::new((0..per_device).collect()));
     let dir = std::env::temp_dir().join(format!("firemesh-ddp-peer-{}", std::process::id()));
@@ -169,18 +170,18 @@ where
 #[cfg(all(test, not(feature = "ddp")))]
 mod tests {
     use super::*;
-    use crate::model::Model;
     use burn::backend::flex::FlexDevice;
     use burn::backend::Flex;
     use burn::train::MultiDeviceOptim;
     use firemesh_gpt::GptConfig;
     use firemesh_resnet::ResNetConfig;
+    use firemesh_zoo::NetConfig;
 
     fn tiny(gpt: bool) -> Work {
         let model = if gpt {
-            Model::Gpt(GptConfig::tiny())
+            NetConfig::Gpt(GptConfig::tiny())
         } else {
-            Model::ResNet(ResNetConfig::tiny(10))
+            NetConfig::ResNet(ResNetConfig::tiny(10))
         };
         Work {
             model,

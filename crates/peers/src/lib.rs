@@ -6,4 +6,4 @@ mod learner;
 mod model;
 
 pub use learner::{step_seconds, Inner, Strategy};
-pub use model::{synthetic_images, synthetic_tokens, Model, Step, Trainee, Work};
+pub use model::Work;

@@ -12,8 +12,9 @@ use burn::train::ExecutionStrategy;
 use burn_cuda::{Cuda, CudaDevice};
 use clap::Parser;
 use firemesh_gpt::GptConfig;
-use firemesh_peers::{step_seconds, Model, Work};
+use firemesh_peers::{step_seconds, Work};
 use firemesh_resnet::{ResNetConfig, StemKind};
+use firemesh_zoo::NetConfig;
 use std::process::ExitCode;
 
 /// The models this program trains, at the sizes of `firemesh bench` on a GPU.
@@ -39,13 +40,13 @@ impl ModelName {
     }
 
     /// The model as `firemesh bench` makes it: 10 classes, or a vocabulary of 256 bytes.
-    fn model(self, image_size: usize) -> Model {
+    fn model(self, image_size: usize) -> NetConfig {
         match self {
             Self::Resnet50 => {
                 let config = ResNetConfig::from_depth(50, 10).expect("50 is a ResNet depth");
-                Model::ResNet(config.with_stem(StemKind::for_image_size(image_size)))
+                NetConfig::ResNet(config.with_stem(StemKind::for_image_size(image_size)))
             }
-            Self::Gpt2Small => Model::Gpt(GptConfig {
+            Self::Gpt2Small => NetConfig::Gpt(GptConfig {
                 vocab_size: 256,
                 ..GptConfig::gpt2_small()
             }),

@@ -1,24 +1,12 @@
 //! A zoo model as burn-train trains it, and its synthetic batches.
 
-use burn::module::Module;
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
-use burn::train::{InferenceStep, TrainOutput, TrainStep};
-use firemesh_gpt::{Gpt, GptConfig};
-use firemesh_resnet::{ResNet, ResNetConfig};
-
-/// The model to train.
-#[derive(Debug, Clone)]
-pub enum Model {
-    ResNet(ResNetConfig),
-    Gpt(GptConfig),
-}
+use firemesh_zoo::{Batch, Net, NetConfig};
 
 /// A model and the size of one device's batch.
 #[derive(Debug, Clone)]
 pub struct Work {
-    pub model: Model,
+    pub model: NetConfig,
     /// Images or sequences per device and step.
     pub per_device: usize,
     /// Image side in pixels (ResNets).
@@ -32,52 +20,45 @@ pub struct Work {
 }
 
 impl Work {
-    pub fn is_gpt(&self) -> bool {
-        matches!(self.model, Model::Gpt(_))
-    }
-
     /// Images or predicted tokens per device and step (a sequence of L tokens predicts L - 1).
     pub fn samples_per_device(&self) -> f64 {
-        if self.is_gpt() {
+        if self.model.is_gpt() {
             (self.per_device * (self.seq_len.max(1) - 1)) as f64
         } else {
             self.per_device as f64
         }
     }
 
-    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> Result<Trainee<B>, String> {
-        match &self.model {
-            Model::ResNet(c) => Ok(Trainee::ResNet(c.init(device).map_err(|e| e.to_string())?)),
-            Model::Gpt(c) => {
-                if self.seq_len < 2 || self.seq_len > c.context_length + 1 {
-                    return Err(format!(
-                        "sequences of {} tokens: the GPT takes 2 to {} (its context plus the \
-                         target)",
-                        self.seq_len,
-                        c.context_length + 1
-                    ));
-                }
-                Ok(Trainee::Gpt(c.init(device).map_err(|e| e.to_string())?))
+    /// The model, once the sequence length is checked against a GPT's context.
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> Result<Net<B>, String> {
+        if let NetConfig::Gpt(c) = &self.model {
+            if self.seq_len < 2 || self.seq_len > c.context_length + 1 {
+                return Err(format!(
+                    "sequences of {} tokens: the GPT takes 2 to {} (its context plus the target)",
+                    self.seq_len,
+                    c.context_length + 1
+                ));
             }
         }
+        self.model.init(device).map_err(|e| e.to_string())
     }
 
     /// The synthetic batch of the samples `first..first + n`.
-    pub(crate) fn batch<B: Backend>(&self, first: usize, n: usize, device: &B::Device) -> Step<B> {
+    pub fn batch<B: Backend>(&self, first: usize, n: usize, device: &B::Device) -> Batch<B> {
         match &self.model {
-            Model::Gpt(c) => {
+            NetConfig::Gpt(c) => {
                 let tokens = synthetic_tokens(first, n, self.seq_len, c.vocab_size);
                 let data = TensorData::new(tokens, [n, self.seq_len]);
-                Step::Tokens(Tensor::from_data(data, device))
+                Batch::Tokens(Tensor::from_data(data, device))
             }
-            Model::ResNet(c) => {
+            NetConfig::ResNet(c) => {
                 let s = self.image_size;
                 let shape = [n, c.in_channels, s, s];
                 let (pixels, labels) = synthetic_images(first, shape, c.num_classes);
-                Step::Images(
-                    Tensor::from_data(TensorData::new(pixels, shape), device),
-                    Tensor::from_data(TensorData::new(labels, [n]), device),
-                )
+                Batch::Images {
+                    images: Tensor::from_data(TensorData::new(pixels, shape), device),
+                    labels: Tensor::from_data(TensorData::new(labels, [n]), device),
+                }
             }
         }
     }
@@ -85,7 +66,7 @@ impl Work {
 
 /// The samples `first..first + n` of a synthetic image set, `shape` = `[n, channels, height,
 /// width]`: pixels in [-1, 1), and labels (sample `i` has class `i % classes`).
-pub fn synthetic_images(first: usize, shape: [usize; 4], classes: usize) -> (Vec<f32>, Vec<i32>) {
+pub(crate) fn synthetic_images(first: usize, shape: [usize; 4], classes: usize) -> (Vec<f32>, Vec<i32>) {
     let [n, channels, height, width] = shape;
     let pixels = channels * height * width;
     let values = (0..n * pixels)
@@ -96,60 +77,10 @@ pub fn synthetic_images(first: usize, shape: [usize; 4], classes: usize) -> (Vec
 }
 
 /// The sequences `first..first + n` of a synthetic token set: `len` tokens below `vocab` each.
-pub fn synthetic_tokens(first: usize, n: usize, len: usize, vocab: usize) -> Vec<i32> {
+pub(crate) fn synthetic_tokens(first: usize, n: usize, len: usize, vocab: usize) -> Vec<i32> {
     (first * len..(first + n) * len)
         .map(|k| ((k * 37 + k / len * 11) % vocab) as i32)
         .collect()
-}
-
-/// A zoo model as burn-train trains it.
-#[derive(Module, Debug)]
-#[allow(clippy::large_enum_variant)]
-pub enum Trainee<B: Backend> {
-    ResNet(ResNet<B>),
-    Gpt(Gpt<B>),
-}
-
-/// One step's input.
-#[derive(Debug, Clone)]
-pub enum Step<B: Backend> {
-    Images(Tensor<B, 4>, Tensor<B, 1, Int>),
-    Tokens(Tensor<B, 2, Int>),
-}
-
-impl<B: Backend> Trainee<B> {
-    fn loss(&self, batch: Step<B>) -> Tensor<B, 1> {
-        // `Work` builds the batch kind of its model with its channels, and checks the sequence
-        // length before the model is made: neither can fail here.
-        match (self, batch) {
-            (Self::ResNet(m), Step::Images(images, labels)) => {
-                let logits = m
-                    .try_forward(images)
-                    .expect("images of the model's channels");
-                CrossEntropyLossConfig::new()
-                    .init(&logits.device())
-                    .forward(logits, labels)
-            }
-            (Self::Gpt(m), Step::Tokens(tokens)) => m
-                .next_token_loss(tokens)
-                .expect("sequences within the context"),
-            _ => unreachable!("Work builds the batches of its model"),
-        }
-    }
-}
-
-impl<B: AutodiffBackend> TrainStep for Trainee<B> {
-    type Input = Step<B>;
-    type Output = ();
-    fn step(&self, batch: Step<B>) -> TrainOutput<()> {
-        TrainOutput::new(self, self.loss(batch).backward(), ())
-    }
-}
-
-impl<B: Backend> InferenceStep for Trainee<B> {
-    type Input = Step<B>;
-    type Output = ();
-    fn step(&self, _batch: Step<B>) {}
 }
 
 #[cfg(all(test, not(feature = "ddp")))]
@@ -157,6 +88,8 @@ mod tests {
     use super::*;
     use burn::backend::flex::FlexDevice;
     use burn::backend::Flex;
+    use firemesh_gpt::GptConfig;
+    use firemesh_resnet::ResNetConfig;
 
     #[test]
     fn a_sample_is_the_same_in_every_batch_that_holds_it() {
@@ -186,8 +119,12 @@ mod tests {
             warmup: 1,
             steps: 1,
         };
-        let resnet = work(Model::ResNet(ResNetConfig::tiny(10)));
-        let Step::Images(x, y) = resnet.batch::<Flex>(4, 2, &FlexDevice) else {
+        let resnet = work(NetConfig::ResNet(ResNetConfig::tiny(10)));
+        let Batch::Images {
+            images: x,
+            labels: y,
+        } = resnet.batch::<Flex>(4, 2, &FlexDevice)
+        else {
             panic!("a ResNet takes images")
         };
         assert_eq!((x.dims(), y.dims()), ([2, 3, 16, 16], [2]));
@@ -195,12 +132,36 @@ mod tests {
             y.into_data().convert::<i64>().to_vec::<i64>().unwrap(),
             [4, 5]
         );
-        let gpt = work(Model::Gpt(GptConfig::tiny()));
-        let Step::Tokens(t) = gpt.batch::<Flex>(0, 2, &FlexDevice) else {
+        let gpt = work(NetConfig::Gpt(GptConfig::tiny()));
+        let Batch::Tokens(t) = gpt.batch::<Flex>(0, 2, &FlexDevice) else {
             panic!("a GPT takes tokens")
         };
         assert_eq!(t.dims(), [2, 12]);
         assert_eq!(gpt.samples_per_device(), 22.0);
         assert_eq!(resnet.samples_per_device(), 2.0);
+    }
+
+    #[test]
+    fn a_batch_the_model_cannot_take_is_an_error() {
+        let work = |model| Work {
+            model,
+            per_device: 2,
+            image_size: 16,
+            seq_len: 8,
+            warmup: 1,
+            steps: 1,
+        };
+        let resnet = work(NetConfig::ResNet(ResNetConfig::tiny(10)));
+        let gpt = work(NetConfig::Gpt(GptConfig::tiny()));
+        let net = resnet.init::<Flex>(&FlexDevice).unwrap();
+        let tokens = gpt.batch::<Flex>(0, 2, &FlexDevice);
+        let error = net.loss(tokens).unwrap_err().to_string();
+        assert_eq!(error, "a ResNet takes images, not token sequences");
+        let images = resnet.batch::<Flex>(0, 2, &FlexDevice);
+        let net = gpt.init::<Flex>(&FlexDevice).unwrap();
+        assert!(net.evaluate(images).is_err());
+        let counts = net.evaluate(gpt.batch::<Flex>(0, 2, &FlexDevice)).unwrap();
+        assert_eq!(counts.predictions, 2 * 7);
+        assert!(counts.loss_sum.is_finite() && counts.loss_sum > 0.0);
     }
 }

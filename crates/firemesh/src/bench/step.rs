@@ -5,7 +5,6 @@
 use super::{BenchOptions, Sizes};
 use crate::grads::{reduce_gradients, EarlyBuckets};
 use crate::train::config::OptimizerKind;
-use crate::train::net::{Batch, Net, NetConfig};
 use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
 use crate::{Error, Result};
@@ -14,7 +13,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
-use firemesh_peers::{synthetic_images, synthetic_tokens};
+use firemesh_zoo::{Batch, Net, NetConfig};
 use std::time::Instant;
 
 /// Classes of the synthetic images.
@@ -55,7 +54,7 @@ impl Work {
                 (true, false) => 4,
                 (true, true) => 8,
             });
-        let net = NetConfig::new(model, CLASSES, sizes.image_size, VOCAB)?;
+        let net = model.config(CLASSES, sizes.image_size, VOCAB)?;
         let seq_len = match (&net, sizes.seq_len) {
             (NetConfig::Gpt(c), Some(s)) if s > c.context_length => {
                 return Err(Error::Invalid(format!(
@@ -81,11 +80,7 @@ impl Work {
 
     /// Images or tokens a rank trains on per step (a sequence of L tokens predicts L - 1).
     pub fn per_rank_samples(&self) -> f64 {
-        if self.model.is_gpt() {
-            (self.per_rank * (self.seq_len - 1)) as f64
-        } else {
-            self.per_rank as f64
-        }
+        self.peer().samples_per_device()
     }
 
     pub fn unit(&self) -> &'static str {
@@ -108,28 +103,14 @@ impl Work {
     /// Rank `rank`'s synthetic batch on `device`, the same at every rank count: the samples
     /// `rank · per_rank..` of the synthetic set the peers train on too.
     pub fn batch<B: Backend>(&self, rank: usize, device: &B::Device) -> Batch<B> {
-        let (n, first) = (self.per_rank, rank * self.per_rank);
-        if self.model.is_gpt() {
-            let tokens = synthetic_tokens(first, n, self.seq_len, VOCAB);
-            let data = TensorData::new(tokens, [n, self.seq_len]);
-            Batch::Tokens(Tensor::from_data(data, device))
-        } else {
-            let shape = [n, 3, self.image_size, self.image_size];
-            let (pixels, labels) = synthetic_images(first, shape, CLASSES);
-            Batch::Images {
-                images: Tensor::from_data(TensorData::new(pixels, shape), device),
-                labels: Tensor::from_data(TensorData::new(labels, [n]), device),
-            }
-        }
+        self.peer()
+            .batch(rank * self.per_rank, self.per_rank, device)
     }
 
     /// The same model and batches as burn-train's peers train them.
     pub fn peer(&self) -> firemesh_peers::Work {
         firemesh_peers::Work {
-            model: match &self.net {
-                NetConfig::ResNet(c) => firemesh_peers::Model::ResNet(c.clone()),
-                NetConfig::Gpt(c) => firemesh_peers::Model::Gpt(c.clone()),
-            },
+            model: self.net.clone(),
             per_device: self.per_rank,
             image_size: self.image_size,
             seq_len: self.seq_len,

@@ -2,7 +2,6 @@
 //! `firemesh simulate --firemesh`.
 
 use crate::train::config::OptimizerKind;
-use crate::train::net::{Batch, NetConfig};
 use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
 use crate::Result;
@@ -11,6 +10,7 @@ use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn_flex::{Flex, FlexDevice};
 use firemesh_backend::{shard, shard_int, stats, Mesh, Sharded};
+use firemesh_zoo::Batch;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -40,7 +40,7 @@ pub struct FiremeshStep {
 pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<FiremeshStep> {
     type Ad = Autodiff<Sharded<Flex>>;
     let mesh = Mesh::replicate(FlexDevice, 2)?;
-    let net = NetConfig::new(model, 10, 16, 256)?.init::<Ad>(&mesh)?;
+    let net = model.config(10, 16, 256)?.init::<Ad>(&mesh)?;
     let batch = if model.is_gpt() {
         let tokens: Vec<i32> = (0..2 * 9).map(|i| i * 37 % 256).collect();
         let t = Tensor::<Ad, 2, Int>::from_data(TensorData::new(tokens, [2, 9]), &mesh);

@@ -4,6 +4,9 @@
 
 use crate::mesh::MeshKind;
 use crate::{Error, Result};
+use firemesh_gpt::GptConfig;
+use firemesh_resnet::{ResNetConfig, StemKind};
+use firemesh_zoo::NetConfig;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -29,6 +32,33 @@ pub enum ModelName {
 impl ModelName {
     pub fn is_gpt(self) -> bool {
         matches!(self, Self::GptTiny | Self::Gpt2Small)
+    }
+
+    /// The model for `classes` classes of `image_size`² images, or a vocabulary of `vocab`
+    /// tokens (ResNets take the ImageNet stem from 128 px, the CIFAR stem below).
+    pub fn config(self, classes: usize, image_size: usize, vocab: usize) -> Result<NetConfig> {
+        let stem = StemKind::for_image_size(image_size);
+        let depth = |d| -> Result<NetConfig> {
+            Ok(NetConfig::ResNet(
+                ResNetConfig::from_depth(d, classes)?.with_stem(stem),
+            ))
+        };
+        match self {
+            Self::ResnetTiny => Ok(NetConfig::ResNet(ResNetConfig::tiny(classes))),
+            Self::Resnet18 => depth(18),
+            Self::Resnet34 => depth(34),
+            Self::Resnet50 => depth(50),
+            Self::Resnet101 => depth(101),
+            Self::Resnet152 => depth(152),
+            Self::GptTiny => Ok(NetConfig::Gpt(GptConfig {
+                vocab_size: vocab,
+                ..GptConfig::tiny()
+            })),
+            Self::Gpt2Small => Ok(NetConfig::Gpt(GptConfig {
+                vocab_size: vocab,
+                ..GptConfig::gpt2_small()
+            })),
+        }
     }
 
     /// The name as the command line spells it.

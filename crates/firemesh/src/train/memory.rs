@@ -4,10 +4,10 @@
 //! aborted allocation.
 
 use super::config::TrainConfig;
-use super::net::NetConfig;
 use crate::mesh::{available_host_bytes, DeviceMesh};
 use crate::{Error, Result};
 use firemesh_resnet::{BlockKind, StemKind};
+use firemesh_zoo::NetConfig;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

@@ -13,7 +13,6 @@ mod data;
 mod gpu;
 mod memory;
 mod metrics;
-pub(crate) mod net;
 pub(crate) mod optim;
 mod pipeline;
 mod progress;
@@ -50,10 +49,12 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
         config::TokenizerSpec::Bytes => 256,
         config::TokenizerSpec::Gpt2(_) => 50_257,
     };
-    let sizing = net::NetConfig::new(config.model, 10, config.image_size, vocab)?;
+    let sizing = config.model.config(10, config.image_size, vocab)?;
     memory::check(config, &sizing, ranks, seq_len, &mesh)?;
     let data = data::open(config, seq_len.unwrap_or(0))?;
-    let net = net::NetConfig::new(config.model, data.classes, config.image_size, data.classes)?;
+    let net = config
+        .model
+        .config(data.classes, config.image_size, data.classes)?;
     let order = pipeline::Order::new(data.train.len(), config.batch, config.seed)?;
     let run_dir = run_dir(config)?;
     let (gpus, gpu_note) = match &mesh {

@@ -1,12 +1,13 @@
-//! The zoo's models behind one module type, so that one training loop serves them all: the
-//! loss of a training batch and the numbers of an evaluation batch.
+//! The zoo's models behind one module type, so that one training loop serves them all: a
+//! ResNet or a GPT ([`Net`]), its input ([`Batch`]), the loss of a training batch, the numbers
+//! of an evaluation batch, and the step burn-train's `Learner` calls.
 
-use super::config::ModelName;
-use crate::{Error, Result};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
-use firemesh_gpt::{Gpt, GptConfig};
-use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+use firemesh_gpt::{Gpt, GptConfig, GptError};
+use firemesh_resnet::{ResNet, ResNetConfig, ResNetError};
 
 /// A ResNet or a GPT. (One per run: the size difference of the variants does not matter.)
 #[derive(Module, Debug)]
@@ -27,45 +28,38 @@ pub enum Batch<B: Backend> {
     Tokens(Tensor<B, 2, Int>),
 }
 
-/// The configuration of a zoo model, sized for its data.
+/// The configuration of a zoo model.
 #[derive(Debug, Clone)]
 pub enum NetConfig {
     ResNet(ResNetConfig),
     Gpt(GptConfig),
 }
 
-impl NetConfig {
-    /// `model` for `classes` classes of `image_size`² images, or a vocabulary of `vocab` tokens.
-    pub fn new(model: ModelName, classes: usize, image_size: usize, vocab: usize) -> Result<Self> {
-        let stem = StemKind::for_image_size(image_size);
-        let depth = |d| -> Result<NetConfig> {
-            Ok(Self::ResNet(
-                ResNetConfig::from_depth(d, classes)?.with_stem(stem),
-            ))
-        };
-        match model {
-            ModelName::ResnetTiny => Ok(Self::ResNet(ResNetConfig::tiny(classes))),
-            ModelName::Resnet18 => depth(18),
-            ModelName::Resnet34 => depth(34),
-            ModelName::Resnet50 => depth(50),
-            ModelName::Resnet101 => depth(101),
-            ModelName::Resnet152 => depth(152),
-            ModelName::GptTiny => Ok(Self::Gpt(GptConfig {
-                vocab_size: vocab,
-                ..GptConfig::tiny()
-            })),
-            ModelName::Gpt2Small => Ok(Self::Gpt(GptConfig {
-                vocab_size: vocab,
-                ..GptConfig::gpt2_small()
-            })),
-        }
-    }
+/// Why a zoo model could not be built or called.
+#[derive(Debug, thiserror::Error)]
+pub enum ZooError {
+    #[error(transparent)]
+    ResNet(#[from] ResNetError),
+    #[error(transparent)]
+    Gpt(#[from] GptError),
+    #[error("a {model} takes {takes}, not {got}")]
+    WrongBatch {
+        model: &'static str,
+        takes: &'static str,
+        got: &'static str,
+    },
+}
 
-    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Net<B>> {
+impl NetConfig {
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Result<Net<B>, ZooError> {
         Ok(match self {
             Self::ResNet(c) => Net::ResNet(c.init(device)?),
             Self::Gpt(c) => Net::Gpt(c.init(device)?),
         })
+    }
+
+    pub fn is_gpt(&self) -> bool {
+        matches!(self, Self::Gpt(_))
     }
 
     /// A description that differs whenever the parameters' shapes do: checkpoints record it.
@@ -88,7 +82,7 @@ pub struct EvalCounts {
 
 impl<B: Backend> Net<B> {
     /// The mean loss of a batch.
-    pub fn loss(&self, batch: Batch<B>) -> Result<Tensor<B, 1>> {
+    pub fn loss(&self, batch: Batch<B>) -> Result<Tensor<B, 1>, ZooError> {
         match (self, batch) {
             (Net::ResNet(m), Batch::Images { images, labels }) => {
                 let logits = m.try_forward(images)?;
@@ -96,12 +90,12 @@ impl<B: Backend> Net<B> {
                 Ok(loss.forward(logits, labels))
             }
             (Net::Gpt(m), Batch::Tokens(tokens)) => Ok(m.next_token_loss(tokens)?),
-            _ => Err(Error::Invalid("the batch does not suit the model".into())),
+            (_, batch) => Err(self.wrong(&batch)),
         }
     }
 
     /// The loss and accuracy counts of a batch.
-    pub fn evaluate(&self, batch: Batch<B>) -> Result<EvalCounts> {
+    pub fn evaluate(&self, batch: Batch<B>) -> Result<EvalCounts, ZooError> {
         match (self, batch) {
             (Net::ResNet(m), Batch::Images { images, labels }) => {
                 let n = labels.dims()[0];
@@ -125,7 +119,43 @@ impl<B: Backend> Net<B> {
                     correct: 0,
                 })
             }
-            _ => Err(Error::Invalid("the batch does not suit the model".into())),
+            (_, batch) => Err(self.wrong(&batch)),
         }
     }
+
+    fn wrong(&self, batch: &Batch<B>) -> ZooError {
+        let kind = |b: &Batch<B>| match b {
+            Batch::Images { .. } => "images",
+            Batch::Tokens(_) => "token sequences",
+        };
+        let (model, takes) = match self {
+            Net::ResNet(_) => ("ResNet", "images"),
+            Net::Gpt(_) => ("GPT", "token sequences"),
+        };
+        ZooError::WrongBatch {
+            model,
+            takes,
+            got: kind(batch),
+        }
+    }
+}
+
+/// burn-train's step: the loss's gradients. The `Learner` hands no error back, so a batch the
+/// model cannot take (see [`Net::loss`]) panics there; its loader must make batches that fit.
+impl<B: AutodiffBackend> TrainStep for Net<B> {
+    type Input = Batch<B>;
+    type Output = ();
+    fn step(&self, batch: Batch<B>) -> TrainOutput<()> {
+        let loss = self
+            .loss(batch)
+            .unwrap_or_else(|e| panic!("firemesh-zoo: {e}"));
+        TrainOutput::new(self, loss.backward(), ())
+    }
+}
+
+/// burn-train's validation step: nothing (the peers time training alone).
+impl<B: Backend> InferenceStep for Net<B> {
+    type Input = Batch<B>;
+    type Output = ();
+    fn step(&self, _batch: Batch<B>) {}
 }
