@@ -12,8 +12,9 @@
 
 use firemesh_collective::transport::CallerStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
@@ -69,16 +70,59 @@ impl Lanes {
 /// returned queue is dropped (never, for registered meshes and the communication thread).
 pub(crate) fn worker(name: String) -> Sender<Job> {
     let (send, receive) = channel::<Job>();
+    let budget = poll_budget();
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
-            for job in receive {
+            while let Some(job) = next_job(&receive, budget) {
                 job();
             }
         })
         .expect("firemesh: cannot start a thread");
     send
 }
+
+/// The next job of a lane: an idle lane polls its queue for up to `budget` (yielding its core
+/// now and then) before it sleeps, because waking a sleeping thread costs more than a small op
+/// (`op_host_time`). `None` once the queue is dropped.
+fn next_job(queue: &Receiver<Job>, budget: Duration) -> Option<Job> {
+    let start = Instant::now();
+    let mut polls = 0u32;
+    loop {
+        match queue.try_recv() {
+            Ok(job) => return Some(job),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        polls = polls.wrapping_add(1);
+        if polls % 64 == 0 {
+            if start.elapsed() >= budget {
+                return queue.recv().ok();
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// How long an idle lane polls before it sleeps: `FIREMESH_LANE_POLL_US` microseconds (read
+/// once; `0` sleeps at once), 50 µs by default.
+fn poll_budget() -> Duration {
+    static BUDGET: OnceLock<Duration> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let us = match std::env::var("FIREMESH_LANE_POLL_US") {
+            Err(_) => DEFAULT_POLL_US,
+            Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+                tracing::warn!("FIREMESH_LANE_POLL_US={v:?} is not a number of microseconds: using {DEFAULT_POLL_US}");
+                DEFAULT_POLL_US
+            }),
+        };
+        Duration::from_micros(us)
+    })
+}
+
+const DEFAULT_POLL_US: u64 = 50;
 
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
