@@ -66,7 +66,11 @@ impl Work {
 
 /// The samples `first..first + n` of a synthetic image set, `shape` = `[n, channels, height,
 /// width]`: pixels in [-1, 1), and labels (sample `i` has class `i % classes`).
-pub(crate) fn synthetic_images(first: usize, shape: [usize; 4], classes: usize) -> (Vec<f32>, Vec<i32>) {
+pub(crate) fn synthetic_images(
+    first: usize,
+    shape: [usize; 4],
+    classes: usize,
+) -> (Vec<f32>, Vec<i32>) {
     let [n, channels, height, width] = shape;
     let pixels = channels * height * width;
     let values = (0..n * pixels)

@@ -82,10 +82,14 @@ pub(crate) fn worker(name: String) -> Sender<Job> {
     send
 }
 
-/// The next job of a lane: an idle lane polls its queue for up to `budget` (yielding its core
-/// now and then) before it sleeps, because waking a sleeping thread costs more than a small op
-/// (`op_host_time`). `None` once the queue is dropped.
+/// The next job of a worker (a rank thread, the communication thread): an idle worker polls its
+/// queue for up to `budget` (yielding its core every 64 polls) before it sleeps, because waking a
+/// sleeping thread costs more than a small op (`op_host_time`); a zero budget sleeps at once.
+/// `None` once the queue is dropped.
 fn next_job(queue: &Receiver<Job>, budget: Duration) -> Option<Job> {
+    if budget.is_zero() {
+        return queue.recv().ok();
+    }
     let start = Instant::now();
     let mut polls = 0u32;
     loop {
@@ -95,7 +99,7 @@ fn next_job(queue: &Receiver<Job>, budget: Duration) -> Option<Job> {
             Err(TryRecvError::Empty) => {}
         }
         polls = polls.wrapping_add(1);
-        if polls % 64 == 0 {
+        if polls.is_multiple_of(64) {
             if start.elapsed() >= budget {
                 return queue.recv().ok();
             }
@@ -106,7 +110,7 @@ fn next_job(queue: &Receiver<Job>, budget: Duration) -> Option<Job> {
     }
 }
 
-/// How long an idle lane polls before it sleeps: `FIREMESH_LANE_POLL_US` microseconds (read
+/// How long an idle worker polls before it sleeps: `FIREMESH_LANE_POLL_US` microseconds (read
 /// once; `0` sleeps at once), 50 µs by default.
 fn poll_budget() -> Duration {
     static BUDGET: OnceLock<Duration> = OnceLock::new();
