@@ -12,6 +12,7 @@
 
 use firemesh_collective::transport::CallerStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -143,6 +144,9 @@ struct Slot<T> {
     rank: usize,
     value: Mutex<Option<Result<T, String>>>,
     filled: Condvar,
+    /// Readers asleep on `filled`, changed and read with `value` locked: a fill that finds none
+    /// skips the wake-up, which is a system call even when nobody sleeps.
+    sleepers: AtomicUsize,
 }
 
 impl<T> Slot<T> {
@@ -151,12 +155,18 @@ impl<T> Slot<T> {
             rank,
             value: Mutex::new(None),
             filled: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
         }
     }
 
     fn fill(&self, result: Result<T, String>) {
-        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-        self.filled.notify_all();
+        let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
+        *value = Some(result);
+        let asleep = self.sleepers.load(Ordering::Relaxed) > 0;
+        drop(value);
+        if asleep {
+            self.filled.notify_all();
+        }
     }
 
     /// The result of a filled slot.
@@ -173,7 +183,9 @@ impl<T> Slot<T> {
     fn with(&self, f: &mut dyn FnMut(&T)) {
         let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
         while value.is_none() {
+            self.sleepers.fetch_add(1, Ordering::Relaxed);
             value = self.filled.wait(value).unwrap_or_else(|p| p.into_inner());
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
         }
         match value.as_ref() {
             Some(Ok(v)) => f(v),
