@@ -12,7 +12,6 @@
 
 use firemesh_collective::transport::CallerStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -142,28 +141,38 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Where a lane leaves one job's result.
 struct Slot<T> {
     rank: usize,
-    value: Mutex<Option<Result<T, String>>>,
+    state: Mutex<SlotState<T>>,
     filled: Condvar,
-    /// Readers asleep on `filled`, changed and read with `value` locked: a fill that finds none
-    /// skips the wake-up, which is a system call even when nobody sleeps.
-    sleepers: AtomicUsize,
+}
+
+struct SlotState<T> {
+    value: Option<Result<T, String>>,
+    /// Readers asleep on `filled`: a fill that finds none skips the wake-up, which is a system
+    /// call even when nobody sleeps.
+    sleepers: usize,
 }
 
 impl<T> Slot<T> {
     fn new(rank: usize) -> Self {
         Self {
             rank,
-            value: Mutex::new(None),
+            state: Mutex::new(SlotState {
+                value: None,
+                sleepers: 0,
+            }),
             filled: Condvar::new(),
-            sleepers: AtomicUsize::new(0),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn fill(&self, result: Result<T, String>) {
-        let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
-        *value = Some(result);
-        let asleep = self.sleepers.load(Ordering::Relaxed) > 0;
-        drop(value);
+        let mut state = self.lock();
+        state.value = Some(result);
+        let asleep = state.sleepers > 0;
+        drop(state);
         if asleep {
             self.filled.notify_all();
         }
@@ -172,7 +181,12 @@ impl<T> Slot<T> {
     /// The result of a filled slot.
     fn into_value(self) -> T {
         let rank = self.rank;
-        match self.value.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match self
+            .state
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .value
+        {
             Some(Ok(v)) => v,
             Some(Err(message)) => panic!("firemesh: rank {rank}: {message}"),
             None => unreachable!("only filled slots are taken"),
@@ -181,13 +195,13 @@ impl<T> Slot<T> {
 
     /// Waits for the result and lends it to `f`.
     fn with(&self, f: &mut dyn FnMut(&T)) {
-        let mut value = self.value.lock().unwrap_or_else(|p| p.into_inner());
-        while value.is_none() {
-            self.sleepers.fetch_add(1, Ordering::Relaxed);
-            value = self.filled.wait(value).unwrap_or_else(|p| p.into_inner());
-            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        let mut state = self.lock();
+        while state.value.is_none() {
+            state.sleepers += 1;
+            state = self.filled.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.sleepers -= 1;
         }
-        match value.as_ref() {
+        match state.value.as_ref() {
             Some(Ok(v)) => f(v),
             Some(Err(message)) => panic!("firemesh: rank {}: {message}", self.rank),
             None => unreachable!("the loop above waits for the value"),
