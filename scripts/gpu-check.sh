@@ -19,6 +19,10 @@ build)
     test_bin=$(cargo test --release -p firemesh-collective --test collective --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*/collective-[^"]*"' | tail -1 | cut -d'"' -f4)
     cp "$test_bin" "$OUT/cuda_collectives"
+    # The backend's test binary, for its stress test of streams on CUDA.
+    test_bin=$(cargo test --release -p firemesh-backend --test backend --no-run --message-format=json 2>/dev/null \
+        | grep -o '"executable":"[^"]*/backend-[^"]*"' | tail -1 | cut -d'"' -f4)
+    cp "$test_bin" "$OUT/cuda_backend"
     # `nccl` turns on Burn's `distributed` feature for this binary only (the Burn crates are
     # rebuilt once for it).
     cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce
@@ -31,7 +35,7 @@ build)
     cp target/release/ddp_step "$OUT/ddp_step"
     strip "$OUT"/* 2>/dev/null || true
     # Compressed, the four travel in about a third of their size (`run` unpacks them).
-    gzip -f -6 "$OUT/cuda_collectives" "$OUT/allreduce" "$OUT/firemesh" "$OUT/ddp_step"
+    gzip -f -6 "$OUT/cuda_collectives" "$OUT/cuda_backend" "$OUT/allreduce" "$OUT/firemesh" "$OUT/ddp_step"
     ls -la "$OUT"
     ;;
 run)
@@ -39,7 +43,7 @@ run)
         echo "gpu-check: no NVIDIA GPU or driver on this machine; nothing to check" >&2
         exit 2
     fi
-    for bin in cuda_collectives allreduce firemesh ddp_step; do
+    for bin in cuda_collectives cuda_backend allreduce firemesh ddp_step; do
         if [ -f "$OUT/$bin.gz" ]; then
             gzip -dc "$OUT/$bin.gz" >"$OUT/$bin.tmp" || { echo "gpu-check: cannot unpack $OUT/$bin.gz" >&2; exit 2; }
             chmod +x "$OUT/$bin.tmp" && mv "$OUT/$bin.tmp" "$OUT/$bin"
@@ -96,6 +100,9 @@ run)
     # time-out of its own step.
     step "collective tests, synchronous copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::sync:: --test-threads=1
     step "collective tests, stream-ordered copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::stream:: --test-threads=1
+    # Burn ops and collectives from many threads on the same GPUs for 30 s (issue 28): every sum
+    # exact, every training run equal to the first bit for bit.
+    step "streams: Burn ops and collectives from many threads" env FIREMESH_REQUIRE_CUDA=1 timeout 90 "$OUT/cuda_backend" stress::burn_ops_and_collectives_share_cuda_devices_from_many_threads
     # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
     # train RANKS [LABEL]: its log is train-LABEL.log (LABEL defaults to RANKS).
     train() { local label=${2:-$1}; timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --share-devices --steps 10 --log-every 5 --run-dir "$OUT/run-$label" >"$OUT/train-$label.log" 2>&1; local rc=$?; cat "$OUT/train-$label.log"; return $rc; }

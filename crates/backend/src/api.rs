@@ -2,7 +2,8 @@
 //! bring a value back to one device. Works for `Sharded<B>` and `Autodiff<Sharded<B>>`.
 
 use crate::data;
-use crate::kind::{FloatKind, IntKind};
+use crate::exec::on_device_stream;
+use crate::kind::{FloatKind, IntKind, Kind};
 use crate::mesh::Mesh;
 use crate::placement::{even_split, Placement};
 use crate::redistribute::{to_placement, to_shard};
@@ -12,6 +13,7 @@ use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::Autodiff;
 use burn_backend::{AutodiffBackend, Backend, BackendTypes, TensorMetadata, TensorPrimitive};
 use burn_tensor::{Int, Tensor};
+use firemesh_collective::stream;
 
 /// Why a sharded tensor could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -125,7 +127,9 @@ pub fn shard<Bk: MeshBackend, const D: usize>(
 ) -> Result<Tensor<Bk, D>, ShardError> {
     let s = float_of(t);
     check_rows(&s.shape(), dim, s.mesh.len())?;
-    Ok(float_tensor(to_shard(s, dim, None)))
+    Ok(float_tensor(on_device_stream::<Bk::Inner, _>(|| {
+        to_shard(s, dim, None)
+    })))
 }
 
 /// [`shard`] for int tensors (class targets, token ids).
@@ -135,9 +139,8 @@ pub fn shard_int<Bk: MeshBackend, const D: usize>(
 ) -> Result<Tensor<Bk, D, Int>, ShardError> {
     let s = Bk::int_sharded(t.into_primitive());
     check_rows(&s.shape(), dim, s.mesh.len())?;
-    Ok(Tensor::from_primitive(Bk::int_from_sharded(to_shard(
-        s, dim, None,
-    ))))
+    let s = on_device_stream::<Bk::Inner, _>(|| to_shard(s, dim, None));
+    Ok(Tensor::from_primitive(Bk::int_from_sharded(s)))
 }
 
 /// A tensor sharded along `dim` from one part per rank, each already on its rank's device
@@ -167,7 +170,7 @@ pub fn from_parts<Bk: MeshBackend, const D: usize>(
     };
     check_parts::<Bk::Inner, FloatKind>(mesh, &parts, free_dim)?;
     Ok(float_tensor(ShardedTensor::new(
-        parts,
+        handed_over::<Bk::Inner, FloatKind>(parts, mesh),
         placement,
         mesh.clone(),
     )))
@@ -181,8 +184,28 @@ pub fn from_shards_int<Bk: MeshBackend, const D: usize>(
 ) -> Result<Tensor<Bk, D, Int>, ShardError> {
     let parts: Vec<_> = shards.into_iter().map(|t| t.into_primitive()).collect();
     check_parts::<Bk::Inner, IntKind>(mesh, &parts, Some(dim))?;
+    let parts = handed_over::<Bk::Inner, IntKind>(parts, mesh);
     let t = ShardedTensor::new(parts, Placement::Shard(dim), mesh.clone());
     Ok(Tensor::from_primitive(Bk::int_from_sharded(t)))
+}
+
+/// The parts a caller made, each on the device stream of its device: a part made on another
+/// CubeCL stream is read back and uploaded there, the one handoff between streams for parts
+/// (`firemesh_collective::stream`).
+fn handed_over<B: Backend, K: Kind<B>>(parts: Vec<K::P>, mesh: &Mesh<B::Device>) -> Vec<K::P> {
+    on_device_stream::<B, _>(|| {
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(rank, p)| {
+                if !stream::is_foreign_primitive(&p) {
+                    return p;
+                }
+                stream::record_handoff(1, "a part given to Sharded");
+                K::from_data(K::into_data(p), mesh.device(rank))
+            })
+            .collect()
+    })
 }
 
 /// One part per rank, each on its rank's device, with one shape except along `free_dim` (the
@@ -248,12 +271,14 @@ pub fn redistribute<Bk: MeshBackend, const D: usize>(
     t: Tensor<Bk, D>,
     p: Placement,
 ) -> Tensor<Bk, D> {
-    float_tensor(to_placement(float_of(t), p))
+    let t = float_of(t);
+    float_tensor(on_device_stream::<Bk::Inner, _>(|| to_placement(t, p)))
 }
 
 /// Each rank's part, on its rank's device.
 pub fn shards<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> Vec<Tensor<Bk::Inner, D>> {
-    let parts = float_of(t).into_parts();
+    let t = float_of(t);
+    let parts = on_device_stream::<Bk::Inner, _>(|| t.into_parts());
     parts
         .into_iter()
         .map(|p| Tensor::from_primitive(TensorPrimitive::Float(p)))

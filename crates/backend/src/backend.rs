@@ -1,6 +1,7 @@
 //! `Sharded<B>`: the backend type and its `Backend` impl. The ops live in `ops/`, one file per
 //! trait; the placement rules they use live in `rules/`.
 
+use crate::exec::on_device_stream;
 use crate::kind::{BoolKind, FloatKind, IntKind, QuantizedKind};
 use crate::mesh::{mesh_count, Mesh, MeshError, MESH_TYPE_ID};
 use crate::tensor::ShardedTensor;
@@ -70,18 +71,20 @@ impl<B: Backend> Backend for Sharded<B> {
         func: F,
     ) -> O {
         match unique(mesh)[..] {
-            [device] => B::memory_persistent_allocations(device, input, func),
+            [device] => {
+                on_device_stream::<B, _>(|| B::memory_persistent_allocations(device, input, func))
+            }
             _ => func(input),
         }
     }
 
     fn sync(mesh: &Self::Device) -> Result<(), ExecutionError> {
         mesh.wait_issued();
-        unique(mesh).into_iter().try_for_each(B::sync)
+        on_device_stream::<B, _>(|| unique(mesh).into_iter().try_for_each(B::sync))
     }
 
     fn memory_cleanup(mesh: &Self::Device) {
-        unique(mesh).into_iter().for_each(B::memory_cleanup);
+        on_device_stream::<B, _>(|| unique(mesh).into_iter().for_each(B::memory_cleanup));
     }
 
     fn supports_dtype(mesh: &Self::Device, dtype: DType) -> bool {
@@ -110,7 +113,7 @@ impl<B: Backend> Backend for Sharded<B> {
     where
         Iter: Iterator<Item = &'a mut burn_backend::TensorData>,
     {
-        B::staging(data, mesh.device(0));
+        on_device_stream::<B, _>(|| B::staging(data, mesh.device(0)));
     }
 }
 
@@ -139,9 +142,11 @@ impl<B: Backend> Sharded<B> {
 /// the output unwritten, so the value itself is checked.
 fn try_device<B: Backend>(device: &B::Device) -> Result<(), String> {
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let data = burn_backend::TensorData::from([1.0f32]);
-        let t = B::float_add_scalar(B::float_from_data(data, device), 1.0f32.into());
-        burn_backend::try_read_sync(B::float_into_data(t))
+        on_device_stream::<B, _>(|| {
+            let data = burn_backend::TensorData::from([1.0f32]);
+            let t = B::float_add_scalar(B::float_from_data(data, device), 1.0f32.into());
+            burn_backend::try_read_sync(B::float_into_data(t))
+        })
     }));
     match attempt {
         Ok(Some(Ok(data))) => match data.convert::<f32>().to_vec::<f32>() {

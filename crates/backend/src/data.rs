@@ -15,7 +15,9 @@ pub(crate) fn from_data<B: Backend, K: Kind<B>>(
     data: TensorData,
     mesh: &Mesh<B::Device>,
 ) -> ShardedTensor<B, K> {
-    replicated_from_first(K::from_data(data, mesh.device(0)), mesh)
+    exec::on_device_stream::<B, _>(|| {
+        replicated_from_first(K::from_data(data, mesh.device(0)), mesh)
+    })
 }
 
 /// A `Replicated` tensor whose value is `first`, a tensor on rank 0's device.
@@ -41,13 +43,15 @@ pub(crate) fn share<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>)
 
 /// The tensor's value as host data: gathered or summed onto rank 0 first when needed.
 pub(crate) fn into_data<B: Backend, K: Kind<B>>(t: ShardedTensor<B, K>) -> TensorData {
-    let (parts, placement, mesh) = t.with_known_sum().into_split();
-    let mut whole = match placement {
-        Placement::Replicated => parts,
-        Placement::Shard(d) => route::gather::<B, K>(parts, d, &mesh, To::FirstRank),
-        Placement::Partial => route::sum::<B, K>(parts, &mesh, To::FirstRank),
-    };
-    K::into_data(whole.swap_remove(0))
+    exec::on_device_stream::<B, _>(|| {
+        let (parts, placement, mesh) = t.with_known_sum().into_split();
+        let mut whole = match placement {
+            Placement::Replicated => parts,
+            Placement::Shard(d) => route::gather::<B, K>(parts, d, &mesh, To::FirstRank),
+            Placement::Partial => route::sum::<B, K>(parts, &mesh, To::FirstRank),
+        };
+        K::into_data(whole.swap_remove(0))
+    })
 }
 
 /// `t` on `mesh`: kept as is on its own mesh, moved rank by rank to a mesh of the same size,
@@ -61,11 +65,14 @@ pub(crate) fn to_mesh<B: Backend, K: Kind<B>>(
     }
     if t.mesh.len() == mesh.len() {
         let (parts, placement, _) = t.into_split();
-        let parts = parts
-            .into_iter()
-            .zip(mesh.devices())
-            .map(|(p, d)| K::move_to(p, d));
-        return ShardedTensor::new(parts.collect(), placement, mesh.clone());
+        let parts = exec::on_device_stream::<B, _>(|| {
+            parts
+                .into_iter()
+                .zip(mesh.devices())
+                .map(|(p, d)| K::move_to(p, d))
+                .collect()
+        });
+        return ShardedTensor::new(parts, placement, mesh.clone());
     }
     from_data(into_data(to_replicated(t)), mesh)
 }
@@ -79,11 +86,13 @@ pub(crate) fn argwhere<B: Backend>(
     let whole: ShardedTensor<B, BoolKind> =
         exec::run("bool_argwhere", (t,), no_rule::replicated, |_, (t,)| t);
     let mesh = whole.mesh.clone();
-    let futures: Vec<_> = whole
-        .into_parts()
-        .into_iter()
-        .map(|p| B::bool_argwhere(p, out_dtype))
-        .collect();
+    let futures: Vec<_> = exec::on_device_stream::<B, _>(|| {
+        whole
+            .into_parts()
+            .into_iter()
+            .map(|p| B::bool_argwhere(p, out_dtype))
+            .collect()
+    });
     async move {
         let mut parts = Vec::with_capacity(futures.len());
         for f in futures {

@@ -30,10 +30,12 @@ pub(crate) fn random_float<B: Backend>(
         let pending = Pending::new(shape, DType::from(dtype), Box::new(draw));
         return ShardedTensor::pending(pending, mesh.clone());
     }
-    replicated_from_first(
-        B::float_random(shape, distribution, mesh.device(0), dtype),
-        mesh,
-    )
+    crate::exec::on_device_stream::<B, _>(|| {
+        replicated_from_first(
+            B::float_random(shape, distribution, mesh.device(0), dtype),
+            mesh,
+        )
+    })
 }
 
 /// A `Replicated` random int tensor: one draw on rank 0, identical on every rank.
@@ -43,10 +45,12 @@ pub(crate) fn random_int<B: Backend>(
     mesh: &Mesh<B::Device>,
     dtype: IntDType,
 ) -> ShardedTensor<B, IntKind> {
-    replicated_from_first(
-        B::int_random(shape, distribution, mesh.device(0), dtype),
-        mesh,
-    )
+    crate::exec::on_device_stream::<B, _>(|| {
+        replicated_from_first(
+            B::int_random(shape, distribution, mesh.device(0), dtype),
+            mesh,
+        )
+    })
 }
 
 /// Draws the parts of a pending tensor: `whole` as a `Replicated` value, or the blocks of
@@ -94,11 +98,13 @@ impl<B: Backend, K: Kind<B>> Pending<B, K> {
         mesh: &Mesh<B::Device>,
         blocks: Option<(usize, &[usize])>,
     ) -> &(Vec<K::P>, Placement) {
-        self.taken.get_or_init(|| match blocks {
-            Some((dim, sizes)) if self.shape.get(dim) == Some(&sizes.iter().sum()) => {
-                (self.draw.blocks(mesh, dim, sizes), Placement::Shard(dim))
-            }
-            _ => (self.draw.whole(mesh), Placement::Replicated),
+        self.taken.get_or_init(|| {
+            crate::exec::on_device_stream::<B, _>(|| match blocks {
+                Some((dim, sizes)) if self.shape.get(dim) == Some(&sizes.iter().sum()) => {
+                    (self.draw.blocks(mesh, dim, sizes), Placement::Shard(dim))
+                }
+                _ => (self.draw.whole(mesh), Placement::Replicated),
+            })
         })
     }
 }

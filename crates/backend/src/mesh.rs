@@ -71,7 +71,7 @@ fn rank_threads_by_default<D: 'static>() -> bool {
                 }
             })
     });
-    setting.unwrap_or(!firemesh_collective::transport::streams_per_thread::<D>())
+    setting.unwrap_or(!firemesh_collective::stream::has_streams::<D>())
 }
 
 /// Why a mesh could not be built.
@@ -207,9 +207,9 @@ impl<D> Mesh<D> {
     /// share of each op, in order, while the calling thread runs rank 0's and goes on (instead
     /// of all ranks in turn on the calling thread). The calling thread waits for a rank's thread
     /// only where it needs that rank's data: a sum or gather across ranks, a read back to the
-    /// host, [`Backend::sync`](burn_backend::Backend::sync). On CubeCL devices (wgpu, CUDA),
-    /// which keep one stream per thread, a rank's thread issues to the stream of the thread that
-    /// queued the op, so each device sees its work in issue order. On by default on CPU devices
+    /// host, [`Backend::sync`](burn_backend::Backend::sync). On CubeCL devices (wgpu, CUDA) a
+    /// rank's thread issues to the device stream, as every thread of firemesh does
+    /// (`firemesh_collective::stream`), so each device sees its work in issue order. On by default on CPU devices
     /// (Flex computes where it is called, so the ranks compute at once), off on CubeCL devices;
     /// the environment variable `FIREMESH_RANK_THREADS` (`0` or `1`) sets the default for new
     /// meshes of any device. Ranks in turn cost less for streams of tiny ops on a machine with

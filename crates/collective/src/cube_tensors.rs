@@ -2,6 +2,7 @@
 //! device memory is reduced by the kernels directly, with no trip through the host.
 
 use crate::fabric::Fabric;
+use crate::stream::{self, DeviceStream};
 use crate::{CollectiveError, CollectiveRuntime, DType, DeviceBuffer, Group, Result, TensorBridge};
 use burn_cubecl::{
     kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement,
@@ -25,15 +26,19 @@ where
     BT: BoolElement,
 {
     /// The tensor's own memory when no other tensor shares it, else a private copy, so the
-    /// in-place collectives never change another tensor.
+    /// in-place collectives never change another tensor. A tensor made on another stream than
+    /// the device stream is copied onto it, and its device waited for, before it is let go
+    /// (the one handoff between streams, [`crate::stream`]).
     fn buf_from_tensor(
         &self,
         rank: usize,
         t: Tensor<CubeBackend<R, F, I, BT>, 1>,
     ) -> Result<DeviceBuffer<R>> {
-        let p: CubeTensor<R> = into_contiguous(t.into_primitive().tensor());
+        let original: CubeTensor<R> = t.into_primitive().tensor();
+        let foreign = (!DeviceStream::holds(&original.handle)).then(|| original.clone());
+        let p: CubeTensor<R> = into_contiguous(original);
         let dtype = collective_dtype(rank, p.dtype)?;
-        let exclusive = p.can_mut() && p.is_contiguous_buffer();
+        let exclusive = foreign.is_none() && p.can_mut() && p.is_contiguous_buffer();
         let buf = DeviceBuffer::from_handle(
             p.handle.clone(),
             p.meta.shape().num_elements(),
@@ -45,7 +50,14 @@ where
         }
         let rank_of_buf = self.rank_on(buf.device()).unwrap_or(rank);
         let fabric = self.fabric(dtype);
-        fabric.staged_as_buf(fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)?)
+        let copy =
+            fabric.staged_as_buf(fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)?)?;
+        if let Some(foreign) = foreign {
+            stream::record_handoff(1, "collective on a Burn tensor");
+            self.wait(rank_of_buf)?;
+            drop(foreign);
+        }
+        Ok(copy)
     }
 
     fn tensor_from_buf(

@@ -2,13 +2,13 @@
 
 use crate::checks::{self, BufferMeta, BufferRules};
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
+use crate::stream::{DeviceStream, Handoff};
 use crate::transport::{CollectiveRuntime, Rank, Transport};
 use crate::{
     algorithms,
     error::{catch_runtime, try_runtime},
     CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result,
 };
-use cubecl::stream_id::StreamId;
 use std::sync::{Arc, Mutex};
 
 /// N ranks, each a device of the CubeCL runtime `R`, with the transport between them.
@@ -42,13 +42,16 @@ impl<R: CollectiveRuntime> Group<R> {
                     device: format!("{device:?}"),
                     reason: reason.to_string(),
                 })?;
-                let client = catch_runtime(index, || R::client(&device)).map_err(|e| {
-                    CollectiveError::DeviceUnavailable {
-                        rank: index,
-                        device: format!("{device:?}"),
-                        reason: e.to_string(),
-                    }
-                })?;
+                // Every call of this group, from any thread, issues to the device stream (and
+                // so does the later work of the Burn tensors it returns, which keep this client).
+                let client =
+                    catch_runtime(index, || DeviceStream::client::<R>(&device)).map_err(|e| {
+                        CollectiveError::DeviceUnavailable {
+                            rank: index,
+                            device: format!("{device:?}"),
+                            reason: e.to_string(),
+                        }
+                    })?;
                 Ok(Rank {
                     index,
                     device,
@@ -192,14 +195,25 @@ impl<R: CollectiveRuntime> Group<R> {
         checks::check_buffers(self.ranks.iter().map(|r| &r.device), metas, rules)
     }
 
-    /// The ranks as a fabric for one collective of `dtype`, on the calling thread's stream.
+    /// The ranks as a fabric for one collective of `dtype`, on the device stream.
     pub(crate) fn fabric(&self, dtype: DType) -> DeviceFabric<'_, R> {
         DeviceFabric {
             ranks: &self.ranks,
             transport: self.transport.as_ref(),
             dtype,
-            stream: StreamId::current(),
         }
+    }
+
+    /// The handoff of `bufs` made on another stream than the device stream ([`crate::stream`]).
+    fn handoff(&self, bufs: &[DeviceBuffer<R>]) -> Handoff {
+        let foreign = |r: usize| !DeviceStream::holds(&bufs[r].handle);
+        Handoff::of(bufs.len(), foreign, "collective on CubeCL buffers")
+    }
+
+    /// Waits until rank `r`'s device has finished the work queued on the device stream.
+    pub(crate) fn wait(&self, r: usize) -> Result<()> {
+        let client = &self.ranks[r].client;
+        try_runtime(r, || cubecl::future::block_on(client.sync()))
     }
 }
 
@@ -216,7 +230,9 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
 
     fn all_reduce(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<()> {
         let dtype = self.check_buffers(bufs, true)?;
-        algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config)
+        let handoff = self.handoff(bufs);
+        let out = algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config);
+        handoff.finish(out, |r| self.wait(r))
     }
 
     fn reduce_scatter_parts(
@@ -226,12 +242,16 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         parts: &[usize],
     ) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(bufs, true)?;
-        algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, parts, &self.config)
+        let handoff = self.handoff(bufs);
+        let out = algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, parts, &self.config);
+        handoff.finish(out, |r| self.wait(r))
     }
 
     fn all_gather(&self, shards: &[DeviceBuffer<R>]) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(shards, false)?;
-        algorithms::all_gather(&self.fabric(dtype), shards.to_vec(), &self.config)
+        let handoff = self.handoff(shards);
+        let out = algorithms::all_gather(&self.fabric(dtype), shards.to_vec(), &self.config);
+        handoff.finish(out, |r| self.wait(r))
     }
 
     fn broadcast(&self, bufs: &mut [DeviceBuffer<R>], root: usize) -> Result<()> {
@@ -242,6 +262,8 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
             });
         }
         let dtype = self.check_buffers(bufs, true)?;
-        algorithms::broadcast(&self.fabric(dtype), bufs, root, &self.config)
+        let handoff = self.handoff(bufs);
+        let out = algorithms::broadcast(&self.fabric(dtype), bufs, root, &self.config);
+        handoff.finish(out, |r| self.wait(r))
     }
 }

@@ -24,6 +24,7 @@ mod kernels;
 mod op;
 mod portable_group;
 pub mod probe;
+pub mod stream;
 mod tensors;
 pub mod transport;
 pub mod wgpu_devices;
@@ -37,6 +38,7 @@ pub use fabric::device::DeviceBuffer;
 pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable_group::PortableGroup;
+pub use stream::DeviceStream;
 pub use tensors::{TensorBridge, TensorCollectives};
 pub use transport::{Arrival, CollectiveRuntime, Rank, Transport};
 

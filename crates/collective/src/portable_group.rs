@@ -3,6 +3,7 @@
 use crate::checks::{self, BufferMeta, BufferRules};
 use crate::config::Algorithm;
 use crate::fabric::{portable::PortableFabric, Fabric};
+use crate::stream::{self, DeviceStream, Handoff};
 use crate::{algorithms, CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result};
 use burn_tensor::{backend::Backend, Tensor};
 
@@ -69,6 +70,23 @@ impl<B: Backend> PortableGroup<B> {
     }
 }
 
+impl<B: Backend> PortableGroup<B> {
+    /// The handoff of `bufs` made on another CubeCL stream than the device stream
+    /// ([`crate::stream`]).
+    fn handoff(&self, bufs: &[Tensor<B, 1>]) -> Handoff {
+        let foreign = |r: usize| stream::is_foreign(&bufs[r]);
+        Handoff::of(bufs.len(), foreign, "portable collective")
+    }
+
+    /// Waits until rank `r`'s device has finished the work queued on the device stream.
+    fn wait(&self, r: usize) -> Result<()> {
+        B::sync(&self.devices[r]).map_err(|e| CollectiveError::Runtime {
+            rank: r,
+            reason: format!("{e:?}"),
+        })
+    }
+}
+
 /// The collective dtype of a Burn float dtype. Unlike the kernels, the tensor ops here also
 /// reduce f64 (as-is); errors report it as f32-class.
 fn portable_dtype(dtype: burn_tensor::DType) -> Option<DType> {
@@ -102,10 +120,16 @@ impl<B: Backend> Collectives for PortableGroup<B> {
     fn all_reduce(&self, bufs: &mut [Tensor<B, 1>], op: ReduceOp) -> Result<()> {
         let f = self.fabric(bufs, true)?;
         let one_device = self.devices.iter().all(|d| *d == self.devices[0]);
-        if one_device && self.config.algorithm == Algorithm::Auto && f.len(&bufs[0]) > 0 {
-            return f.all_reduce_on_one_device(bufs, op);
-        }
-        algorithms::all_reduce(&f, bufs, op, &self.config)
+        DeviceStream::run(|| {
+            let handoff = self.handoff(bufs);
+            let out =
+                if one_device && self.config.algorithm == Algorithm::Auto && f.len(&bufs[0]) > 0 {
+                    f.all_reduce_on_one_device(bufs, op)
+                } else {
+                    algorithms::all_reduce(&f, bufs, op, &self.config)
+                };
+            handoff.finish(out, |r| self.wait(r))
+        })
     }
 
     fn reduce_scatter_parts(
@@ -115,12 +139,20 @@ impl<B: Backend> Collectives for PortableGroup<B> {
         parts: &[usize],
     ) -> Result<Vec<Tensor<B, 1>>> {
         let f = self.fabric(bufs, true)?;
-        algorithms::reduce_scatter(&f, bufs, op, parts, &self.config)
+        DeviceStream::run(|| {
+            let handoff = self.handoff(bufs);
+            let out = algorithms::reduce_scatter(&f, bufs, op, parts, &self.config);
+            handoff.finish(out, |r| self.wait(r))
+        })
     }
 
     fn all_gather(&self, shards: &[Tensor<B, 1>]) -> Result<Vec<Tensor<B, 1>>> {
         let f = self.fabric(shards, false)?;
-        algorithms::all_gather(&f, shards.to_vec(), &self.config)
+        DeviceStream::run(|| {
+            let handoff = self.handoff(shards);
+            let out = algorithms::all_gather(&f, shards.to_vec(), &self.config);
+            handoff.finish(out, |r| self.wait(r))
+        })
     }
 
     fn broadcast(&self, bufs: &mut [Tensor<B, 1>], root: usize) -> Result<()> {
@@ -131,6 +163,10 @@ impl<B: Backend> Collectives for PortableGroup<B> {
             });
         }
         let f = self.fabric(bufs, true)?;
-        algorithms::broadcast(&f, bufs, root, &self.config)
+        DeviceStream::run(|| {
+            let handoff = self.handoff(bufs);
+            let out = algorithms::broadcast(&f, bufs, root, &self.config);
+            handoff.finish(out, |r| self.wait(r))
+        })
     }
 }

@@ -1,7 +1,7 @@
 //! Collectives on Burn tensors of any shape, for every group kind: a tensor is flattened
 //! (row-major) into its rank's buffer, and dim 0 is the dimension shards are split along.
 
-use crate::{CollectiveError, Collectives, ReduceOp, Result};
+use crate::{CollectiveError, Collectives, DeviceStream, ReduceOp, Result};
 use burn_tensor::{backend::Backend, Tensor};
 
 /// How a group turns a rank's flat Burn tensor into its buffer and back.
@@ -13,6 +13,7 @@ pub trait TensorBridge<B: Backend>: Collectives {
 }
 
 /// The collectives on Burn tensors; implemented for every group that has a [`TensorBridge`].
+/// Every one runs on the device stream ([`crate::stream`]), whichever thread calls it.
 pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
     /// All-reduce tensors of one shape, one per rank.
     fn all_reduce_tensors<const D: usize>(
@@ -20,7 +21,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         op: ReduceOp,
     ) -> Result<Vec<Tensor<B, D>>> {
-        in_place(self, tensors, |bufs| self.all_reduce(bufs, op))
+        DeviceStream::run(|| in_place(self, tensors, |bufs| self.all_reduce(bufs, op)))
     }
 
     /// Concatenate the ranks' shards along dim 0 (their dim-0 sizes may differ), on every rank.
@@ -28,11 +29,13 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         &self,
         shards: Vec<Tensor<B, D>>,
     ) -> Result<Vec<Tensor<B, D>>> {
-        let mut shape = same_shape(&shards, 1)?;
-        shape[0] = shards.iter().map(|t| t.dims()[0]).sum();
-        let bufs = self.flatten(shards)?;
-        let out = self.all_gather(&bufs)?;
-        Ok(self.unflatten(out, |_| shape))
+        DeviceStream::run(|| {
+            let mut shape = same_shape(&shards, 1)?;
+            shape[0] = shards.iter().map(|t| t.dims()[0]).sum();
+            let bufs = self.flatten(shards)?;
+            let out = self.all_gather(&bufs)?;
+            Ok(self.unflatten(out, |_| shape))
+        })
     }
 
     /// Reduce tensors of one shape and give rank r its block of rows `shard_ranges(dim0, N)[r]`.
@@ -41,20 +44,22 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         op: ReduceOp,
     ) -> Result<Vec<Tensor<B, D>>> {
-        let shape = same_shape(&tensors, 0)?;
-        let row: usize = shape[1..].iter().product();
-        let rows: Vec<usize> = crate::shard_ranges(shape[0], self.size())
-            .iter()
-            .map(|r| r.len())
-            .collect();
-        let parts: Vec<usize> = rows.iter().map(|r| r * row).collect();
-        let mut bufs = self.flatten(tensors)?;
-        let out = self.reduce_scatter_parts(&mut bufs, op, &parts)?;
-        Ok(self.unflatten(out, |r| {
-            let mut s = shape;
-            s[0] = rows[r];
-            s
-        }))
+        DeviceStream::run(|| {
+            let shape = same_shape(&tensors, 0)?;
+            let row: usize = shape[1..].iter().product();
+            let rows: Vec<usize> = crate::shard_ranges(shape[0], self.size())
+                .iter()
+                .map(|r| r.len())
+                .collect();
+            let parts: Vec<usize> = rows.iter().map(|r| r * row).collect();
+            let mut bufs = self.flatten(tensors)?;
+            let out = self.reduce_scatter_parts(&mut bufs, op, &parts)?;
+            Ok(self.unflatten(out, |r| {
+                let mut s = shape;
+                s[0] = rows[r];
+                s
+            }))
+        })
     }
 
     /// Every rank receives the root's tensor.
@@ -63,7 +68,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         root: usize,
     ) -> Result<Vec<Tensor<B, D>>> {
-        in_place(self, tensors, |bufs| self.broadcast(bufs, root))
+        DeviceStream::run(|| in_place(self, tensors, |bufs| self.broadcast(bufs, root)))
     }
 
     #[doc(hidden)]

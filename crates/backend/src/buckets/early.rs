@@ -11,9 +11,9 @@
 //! [`close_early_buckets`] waits for it. On devices that compute where they are called (Flex,
 //! NdArray) the sum runs while the calling thread computes the next gradients. On CubeCL
 //! devices (wgpu, CUDA) the calling thread goes on queuing the backward pass while the
-//! communication thread waits for the bucket's gradients and moves them; it issues to the
-//! calling thread's streams ([`CallerStream`]), so the devices see its copies and kernels in
-//! order with the backward pass.
+//! communication thread waits for the bucket's gradients and moves them; like every thread of
+//! firemesh it issues to the device stream (`firemesh_collective::stream`), so the devices see
+//! its copies and kernels in order with the backward pass.
 //!
 //! Not `embedding_backward`: a GPT's token embedding is tied to its output head, so that
 //! gradient is one addend of the parameter's (summing it would be wasted), and an embedding's
@@ -25,7 +25,7 @@ use crate::exec::{panic_message, worker, Job};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
-use firemesh_collective::transport::CallerStream;
+use firemesh_collective::DeviceStream;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -171,14 +171,14 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
 type Summed = Result<Counts, String>;
 
 /// Runs `job` on the process's communication thread (started when first used), after the jobs
-/// queued before it, issuing to the calling thread's CubeCL streams.
+/// queued before it, issuing to the device stream.
 fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
     static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into())));
     let (done, result) = channel();
-    let stream = CallerStream::current();
     let counted: Job = Box::new(move || {
-        let (outcome, counts) = stats::count(|| stream.run(|| catch_unwind(AssertUnwindSafe(job))));
+        let (outcome, counts) =
+            stats::count(|| DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job))));
         let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
     });
     queue

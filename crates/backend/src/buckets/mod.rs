@@ -31,6 +31,10 @@ type P<B> = burn_backend::tensor::FloatTensor<B>;
 /// mesh in the stream starts a new bucket. Returns the tensors in the given order and the
 /// number of collectives.
 pub fn sum_in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
+    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes))
+}
+
+fn in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
     let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
     let mut run: Vec<(usize, F<B>)> = Vec::new();
     let mut collectives = 0;

@@ -6,11 +6,11 @@
 //! per op: an op costs the issuing thread rank 0's work plus one queue push per other rank.
 //!
 //! Order is all the lanes need: rank r's operands were made by earlier jobs of the same lane, or
-//! were ready when the job was queued (results of sums and gathers, uploads). On CubeCL devices,
-//! whose runtimes keep one stream per thread, a job issues to the stream of the thread that
-//! queued it ([`CallerStream`]), so that a rank's device sees one stream in issue order.
+//! were ready when the job was queued (results of sums and gathers, uploads). On CubeCL devices
+//! a job issues to the device stream (`firemesh_collective::stream`), as the thread that queued
+//! it does, so that a rank's device sees one stream in issue order.
 
-use firemesh_collective::transport::CallerStream;
+use firemesh_collective::DeviceStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -42,10 +42,8 @@ impl Lanes {
     ) -> Later<T> {
         let slot = Arc::new(Slot::new(rank));
         let filled = slot.clone();
-        let stream = CallerStream::current();
         let job: Job = Box::new(move || {
-            let result = stream
-                .run(|| catch_unwind(AssertUnwindSafe(f)))
+            let result = DeviceStream::run(|| catch_unwind(AssertUnwindSafe(f)))
                 .map_err(|p| panic_message(&*p));
             filled.fill(result);
         });

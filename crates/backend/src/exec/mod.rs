@@ -16,6 +16,18 @@ mod operands;
 mod outputs;
 
 pub(crate) use lanes::{panic_message, worker, Job, Lanes, Later};
+
+/// Runs `f` on the device stream where the inner backend's devices have CubeCL streams (wgpu,
+/// CUDA): every rank's work on a device goes to one stream, whichever thread issues it
+/// (`firemesh_collective::stream` says why). Every entry into the inner backend goes through
+/// here: the ops (`run`), host data, draws, sums in buckets, syncs.
+pub(crate) fn on_device_stream<B: Backend, T>(f: impl FnOnce() -> T) -> T {
+    if firemesh_collective::stream::has_streams::<B::Device>() {
+        firemesh_collective::DeviceStream::run(f)
+    } else {
+        f()
+    }
+}
 pub(crate) use operands::{Operand, Operands};
 pub(crate) use outputs::Outputs;
 
@@ -61,9 +73,11 @@ where
     I: Operands<B>,
     O: Outputs<B>,
 {
-    let ready = prepare(op, inputs, rule);
-    debug_assert_eq!(ready.plan.then, Then::Done, "{op}: use run_reduction");
-    execute(ready, body)
+    on_device_stream::<B, _>(|| {
+        let ready = prepare(op, inputs, rule);
+        debug_assert_eq!(ready.plan.then, Then::Done, "{op}: use run_reduction");
+        execute(ready, body)
+    })
 }
 
 /// Runs a reduction whose rule may say [`Then::GatherAndMerge`]: then `local` runs on every
@@ -83,14 +97,16 @@ where
     M: Outputs<B> + Operand<B>,
     O: Outputs<B>,
 {
-    let ready = prepare(op, inputs, rule);
-    match ready.plan.then {
-        Then::Done => execute(ready, direct),
-        Then::GatherAndMerge => {
-            let blocks: M = execute(ready, local);
-            execute(prepare(op, (blocks,), reduce::merge), merge)
+    on_device_stream::<B, _>(|| {
+        let ready = prepare(op, inputs, rule);
+        match ready.plan.then {
+            Then::Done => execute(ready, direct),
+            Then::GatherAndMerge => {
+                let blocks: M = execute(ready, local);
+                execute(prepare(op, (blocks,), reduce::merge), merge)
+            }
         }
-    }
+    })
 }
 
 /// [`run_reduction`] where the per-rank step is the op itself (max of the maxima of the

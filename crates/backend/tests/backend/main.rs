@@ -11,6 +11,7 @@ mod learner;
 mod ops;
 mod random;
 mod rank_threads;
+mod stress;
 mod table;
 mod training;
 mod wgpu;

@@ -71,7 +71,7 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
 /// per thread) in turn, unless the environment says otherwise for both.
 #[test]
 fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
-    use firemesh_collective::transport::streams_per_thread;
+    use firemesh_collective::stream::has_streams;
     let setting = match std::env::var("FIREMESH_RANK_THREADS")
         .as_deref()
         .map(str::trim)
@@ -81,8 +81,8 @@ fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
         _ => None,
     };
     assert_eq!(mesh(7).parallel(), setting.unwrap_or(true));
-    assert!(!streams_per_thread::<crate::common::Dev>());
-    assert!(streams_per_thread::<burn_wgpu::WgpuDevice>());
+    assert!(!has_streams::<crate::common::Dev>());
+    assert!(has_streams::<burn_wgpu::WgpuDevice>());
     let wgpu = Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh");
     assert_eq!(wgpu.parallel(), setting.unwrap_or(false));
 }

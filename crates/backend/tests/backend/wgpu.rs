@@ -14,14 +14,7 @@ use firemesh_backend::{
 type W = Sharded<Wgpu>;
 type WAd = burn::backend::Autodiff<W>;
 
-/// The wgpu tests run one at a time: they run Burn tensor ops and our collectives on one shared
-/// pool of devices (see the collective crate's test suite for why those are kept apart).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn devices(n: usize) -> Option<Vec<WgpuDevice>> {
+pub(crate) fn devices(n: usize) -> Option<Vec<WgpuDevice>> {
     match firemesh_collective::wgpu_devices::wgpu_devices(n) {
         Ok(d) => Some(d),
         Err(reason) if std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
@@ -36,7 +29,6 @@ fn devices(n: usize) -> Option<Vec<WgpuDevice>> {
 
 #[test]
 fn ops_on_separate_wgpu_clients_match_flex() {
-    let _wgpu = one_at_a_time();
     let x = rand([6, 5], 1);
     let w = rand([5, 4], 2);
     let row = rand([1, 4], 3);
@@ -86,7 +78,6 @@ fn ops_on_separate_wgpu_clients_match_flex() {
 /// device memory with the CubeCL kernels.
 #[test]
 fn redistribution_through_the_cubecl_group() {
-    let _wgpu = one_at_a_time();
     let x = rand([6, 5], 7);
     let want_gram = x.clone().transpose().matmul(x.clone());
     let Some(devices) = devices(3) else { return };
@@ -115,7 +106,6 @@ fn redistribution_through_the_cubecl_group() {
 
 #[test]
 fn gradients_on_separate_wgpu_clients_match_flex() {
-    let _wgpu = one_at_a_time();
     let x = rand([6, 3], 4);
     let w = rand([3, 2], 5);
     let (want_gx, want_gw) = {
@@ -159,7 +149,6 @@ fn gradients_on_separate_wgpu_clients_match_flex() {
 fn early_buckets_on_separate_wgpu_clients_match_flex() {
     use burn::tensor::module::linear;
     use firemesh_backend::{buckets, stats};
-    let _wgpu = one_at_a_time();
     let (x, w, b) = (rand([6, 3], 6), rand([3, 2], 7), rand([2], 8));
     let want: Vec<_> = {
         let wr = Tensor::<common::RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
@@ -207,7 +196,6 @@ fn early_buckets_on_separate_wgpu_clients_match_flex() {
 
 #[test]
 fn a_missing_wgpu_device_is_an_error() {
-    let _wgpu = one_at_a_time();
     if devices(1).is_none() {
         return;
     }
@@ -223,7 +211,6 @@ fn a_missing_wgpu_device_is_an_error() {
 /// and sums, and through ops that skip it, with the values of one device.
 #[test]
 fn an_empty_block_on_separate_wgpu_clients() {
-    let _wgpu = one_at_a_time();
     let x = rand([2, 3], 9);
     let want_gram = x.clone().transpose().matmul(x.clone());
     let want_max = x.clone().max_dim(0);
@@ -258,7 +245,7 @@ fn an_empty_block_on_separate_wgpu_clients() {
 }
 
 /// Rank threads over separate wgpu clients, summed with the CubeCL group and early buckets:
-/// ranks 1.. issue their shares from their own threads (to the issuing thread's stream), and
+/// ranks 1.. issue their shares from their own threads (to the device stream), and
 /// six SGD steps of a CNN with BatchNorm end with the losses and parameters of the same run with
 /// the ranks in turn, bit for bit. (Issued to the rank threads' own streams, the run drifted from
 /// it, differently each time: this test failed in each of the runs tried.)
@@ -268,7 +255,6 @@ fn a_cnn_on_rank_threads_over_separate_wgpu_clients_matches_the_ranks_in_turn_bi
     use burn::module::Module;
     use burn::optim::{GradientsParams, Optimizer, SgdConfig};
     use firemesh_backend::{buckets, shard_int, stats};
-    let _wgpu = one_at_a_time();
     let Some(devices) = devices(2) else { return };
     let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
     let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();

@@ -225,9 +225,9 @@ pub(crate) fn deliver<F: Fabric>(
     Ok(())
 }
 
-/// `job` for every multicast, concurrently (a host thread each) when the step's transfers are
-/// big enough to be worth a thread and the fabric's sends wait on the host; results in `casts`
-/// order.
+/// `job` for every multicast, concurrently (a host thread each, issuing to the caller's CubeCL
+/// stream) when the step's transfers are big enough to be worth a thread and the fabric's sends
+/// wait on the host; results in `casts` order.
 fn run_casts<F: Fabric, T: Send>(
     f: &F,
     casts: &[Multicast],
@@ -240,8 +240,14 @@ fn run_casts<F: Fabric, T: Send>(
         return casts.iter().map(&job).collect();
     }
     let job = &job;
+    // The transfers issue to the caller's CubeCL stream (the device stream, `crate::stream`),
+    // as if the caller had issued them.
+    let stream = cubecl::stream_id::StreamId::current();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = casts.iter().map(|c| scope.spawn(move || job(c))).collect();
+        let handles: Vec<_> = casts
+            .iter()
+            .map(|c| scope.spawn(move || stream.executes(|| job(c))))
+            .collect();
         handles
             .into_iter()
             .zip(casts)

@@ -4,7 +4,7 @@
 use super::Fabric;
 use crate::transport::{Arrival, FlagWait, Rank, Transport};
 use crate::{error::catch_runtime, kernels, op::Combine, DType, Result};
-use cubecl::{client::ComputeClient, server::Handle, stream_id::StreamId, Runtime};
+use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::ops::Range;
 
 /// A flat buffer of `len` elements of `dtype` in the memory of one rank's device.
@@ -94,9 +94,6 @@ pub(crate) struct DeviceFabric<'a, R: Runtime> {
     pub ranks: &'a [Rank<R>],
     pub transport: &'a dyn Transport<R>,
     pub dtype: DType,
-    /// The controlling thread's CubeCL stream. Transfers run on worker threads; they must use
-    /// this stream too, or they would not be ordered after the kernels queued on it.
-    pub stream: StreamId,
 }
 
 impl<R: Runtime> DeviceFabric<'_, R> {
@@ -236,11 +233,9 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
                 (self.rank(to), slice.offset_end(end as u64))
             })
             .collect();
-        self.stream.executes(|| {
-            let slice = self.source_slice(from, src, range)?;
-            self.transport
-                .copy_into_many(self.rank(from), slice, &targets, self.dtype)
-        })
+        let slice = self.source_slice(from, src, range)?;
+        self.transport
+            .copy_into_many(self.rank(from), slice, &targets, self.dtype)
     }
 
     fn send_many(
@@ -250,8 +245,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         range: Range<usize>,
         tos: &[usize],
     ) -> Result<Vec<Self::Staged>> {
-        self.stream
-            .executes(|| self.send_on_stream(from, src, range, tos))
+        self.send_on_stream(from, src, range, tos)
     }
 
     fn combine(

@@ -60,8 +60,8 @@ impl Transport<CudaRuntime> for CudaPeerCopy {
         sync(to)?;
         let src_ctx = PrimaryContext::retain(from.index, &from.device)?;
         let dst_ctx = PrimaryContext::retain(to.index, &to.device)?;
-        // A client's sync covers the calling thread's stream only; work other threads queued
-        // (a kernel writing the source, an upload) may still run on theirs.
+        // A client's sync covers the device stream only; work a caller queued on a stream of its
+        // own (a kernel writing a source it handed over, an upload) may still run there.
         synchronize_both((from.index, &src_ctx), (to.index, &dst_ctx))?;
         self.peers.open(&src_ctx, &dst_ctx);
         // SAFETY: both pointers are live device allocations of at least `bytes` bytes, held

@@ -3,7 +3,7 @@
 //! nor a whole device waits for it.
 //!
 //! CubeCL 0.10 gives no handle of its streams, so its streams and ours meet in device memory.
-//! A copy from rank f to rank t, on the stream S of the thread that queues it:
+//! A copy from rank f to rank t, S being the device stream ([`crate::stream`]) of each device:
 //! 1. on S of f: the source is copied into a staging buffer that nothing else writes, then a
 //!    flag of f is set (the staging buffer is ready);
 //! 2. on S of t: the landing buffer is allocated, then a flag of t is set (it is free);
@@ -29,7 +29,6 @@ use crate::error::{catch_runtime, try_runtime};
 use crate::{kernels, CollectiveError, DType, Result};
 use cubecl::cuda::CudaRuntime;
 use cubecl::server::Handle;
-use cubecl::stream_id::StreamId;
 use cudarc::driver::sys;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -50,13 +49,10 @@ pub struct CudaStreamCopy {
     fallback: CudaPeerCopy,
 }
 
-/// One lane per issuing stream and ordered pair of ranks: the flags of a lane are written by
-/// one CubeCL stream and one raw stream each, so they only grow. (Lanes live as long as the
-/// transport: a program that runs collectives from many short-lived threads, each with its own
-/// stream, makes a lane per thread and pair.)
+/// One lane per ordered pair of ranks: the flags of a lane are written by one CubeCL stream (the
+/// device stream, whichever thread issues the copy) and one raw stream each, so they only grow.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct LaneKey {
-    stream: StreamId,
     from: usize,
     to: usize,
 }
@@ -68,10 +64,9 @@ enum Slot {
 }
 
 impl CudaStreamCopy {
-    /// The lane for `from` → `to` on the calling thread's stream, made on first use.
+    /// The lane for `from` → `to`, made on first use.
     fn slot(&self, from: &Rank<CudaRuntime>, to: &Rank<CudaRuntime>) -> Result<Arc<Mutex<Slot>>> {
         let key = LaneKey {
-            stream: StreamId::current(),
             from: from.index,
             to: to.index,
         };
@@ -159,8 +154,8 @@ impl Transport<CudaRuntime> for CudaStreamCopy {
     }
 }
 
-/// The staging copy of `src` on `from` (step 1 of the module docs), queued on the calling
-/// thread's stream.
+/// The staging copy of `src` on `from` (step 1 of the module docs), queued on the device
+/// stream.
 fn stage(from: &Rank<CudaRuntime>, src: &Handle, bytes: usize) -> Result<Handle> {
     let stage = catch_runtime(from.index, || from.client.empty(bytes))?;
     catch_runtime(from.index, || {

@@ -9,10 +9,10 @@
 //! modulo 2^32, is below 2^31, so a counter may wrap.
 
 use crate::error::catch_runtime;
+use crate::stream::DeviceStream;
 use crate::Result;
 use cubecl::prelude::*;
 use cubecl::server::Handle;
-use cubecl::stream_id::StreamId;
 
 /// Whether a flag holding `seen` has reached `wanted` (see the module docs); what the wait
 /// kernel computes on the device.
@@ -53,13 +53,13 @@ fn one_unit<R: Runtime>(client: &ComputeClient<R>) -> (CubeCount, CubeDim) {
     (CubeCount::Static(1, 1, 1), CubeDim::new(client, 1))
 }
 
-/// Queue `flags[slot] = value` on the calling thread's stream of `client`'s device.
+/// Queue `flags[slot] = value` on the device stream of `client`'s device.
 pub(crate) fn signal<R: Runtime>(client: &ComputeClient<R>, flags: &Handle, slot: u32, value: u32) {
     let words = flags.size_in_used() as usize / 4;
     assert!((slot as usize) < words, "flag slot {slot} of {words}");
     let (count, dim) = one_unit(client);
     // SAFETY: `slot` is inside the buffer (checked above) and only unit 0 touches it.
-    unsafe {
+    DeviceStream::run(|| unsafe {
         signal_kernel::launch_unchecked::<R>(
             client,
             count,
@@ -68,11 +68,11 @@ pub(crate) fn signal<R: Runtime>(client: &ComputeClient<R>, flags: &Handle, slot
             slot,
             value,
         )
-    }
+    })
 }
 
 /// What a rank's stream must wait for before it reads bytes that a raw stream is still
-/// moving: `flags[slot]` reaching `value`, queued on the stream the copy was issued from.
+/// moving: `flags[slot]` reaching `value`, queued on the device stream.
 /// Dropped without [`FlagWait::enqueue`], it is queued anyway, so that memory the copy writes is
 /// never handed to another buffer first.
 #[must_use = "the bytes are not there before the wait is queued"]
@@ -80,7 +80,6 @@ pub struct FlagWait<R: Runtime> {
     pub(crate) flags: Handle,
     pub(crate) slot: u32,
     pub(crate) value: u32,
-    pub(crate) stream: StreamId,
     pub(crate) rank: usize,
     pub(crate) client: ComputeClient<R>,
     queued: bool,
@@ -98,7 +97,7 @@ impl<R: Runtime> std::fmt::Debug for FlagWait<R> {
 
 impl<R: Runtime> FlagWait<R> {
     /// The wait for `flags[slot]` (on rank `rank`, whose client is `client`) to reach
-    /// `value`, to be queued on the calling thread's stream.
+    /// `value`, to be queued on the device stream.
     pub(crate) fn new(
         flags: Handle,
         slot: u32,
@@ -112,7 +111,6 @@ impl<R: Runtime> FlagWait<R> {
             flags,
             slot,
             value,
-            stream: StreamId::current(),
             rank,
             client,
             queued: false,
@@ -130,7 +128,7 @@ impl<R: Runtime> FlagWait<R> {
         let words = self.flags.size_in_used() as usize / 4;
         let (count, dim) = one_unit(&self.client);
         catch_runtime(self.rank, || {
-            self.stream.executes(|| {
+            DeviceStream::run(|| {
                 // SAFETY: `slot` is inside the buffer (checked in `new`) and only unit 0
                 // reads it.
                 unsafe {
@@ -164,11 +162,12 @@ mod tests {
     use crate::kernels;
     use cubecl::wgpu::WgpuRuntime;
 
-    /// A wgpu client, or `None` (printed) where no adapter is present; `FIREMESH_REQUIRE_WGPU=1`
-    /// (set by CI, which installs Mesa's driver) makes that a failure.
+    /// A wgpu client on the device stream, as a group's, or `None` (printed) where no adapter
+    /// is present; `FIREMESH_REQUIRE_WGPU=1` (set by CI, which installs Mesa's driver) makes
+    /// that a failure.
     fn wgpu_client() -> Option<ComputeClient<WgpuRuntime>> {
         match crate::wgpu_devices::wgpu_devices(1) {
-            Ok(devices) => Some(WgpuRuntime::client(&devices[0])),
+            Ok(devices) => Some(DeviceStream::client::<WgpuRuntime>(&devices[0])),
             Err(reason) if std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
                 panic!("FIREMESH_REQUIRE_WGPU=1 but {reason}")
             }

@@ -58,7 +58,7 @@ pub trait Transport<R: Runtime>: Send + Sync {
         true
     }
     /// Copy all bytes `src` spans (its offsets are honoured) from `from` into a new buffer on
-    /// `to`, issued on the calling thread's stream. Work already queued on `from` that writes
+    /// `to`, issued on the device stream ([`crate::stream`]). Work already queued on `from` that writes
     /// `src` is complete before the copy reads, and work queued on `from` afterwards may write
     /// `src` at once.
     fn copy(&self, from: &Rank<R>, src: Handle, to: &Rank<R>, dtype: DType) -> Result<Arrival<R>>;
@@ -98,38 +98,6 @@ fn read_back<R: Runtime>(from: &Rank<R>, src: Handle) -> Result<cubecl::bytes::B
 /// Host bytes into a new buffer on rank `to`.
 fn upload_new<R: Runtime>(to: &Rank<R>, bytes: &[u8]) -> Result<Handle> {
     catch_runtime(to.index, || to.client.create_from_slice(bytes))
-}
-
-/// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), which keeps one stream per
-/// issuing thread. Work that another thread issues on behalf of the calling thread runs under
-/// the caller's stream ([`CallerStream`]): the runtime orders the work of one stream as it was
-/// issued, while across streams it orders only the uses of a buffer it can see (a kernel
-/// reading another stream's output), and each stream has its own memory pool.
-pub fn streams_per_thread<D: 'static>() -> bool {
-    use std::any::TypeId;
-    let d = TypeId::of::<D>();
-    d == TypeId::of::<cubecl::wgpu::WgpuDevice>() || d == TypeId::of::<cubecl::cuda::CudaDevice>()
-}
-
-/// The CubeCL stream of the thread that made it. A job that another thread runs under it
-/// ([`CallerStream::run`]) issues to the same stream of every device, in the order in which
-/// the threads hand work to one another, as if the calling thread had issued it. (A training
-/// run on separate wgpu clients whose rank threads issued on their own streams drifted from
-/// the same run in turn, differently each time: by 2e-4 in the second step's loss in one
-/// run; in another the loss rose.)
-#[derive(Clone, Copy, Debug)]
-pub struct CallerStream(cubecl::stream_id::StreamId);
-
-impl CallerStream {
-    /// The calling thread's stream.
-    pub fn current() -> Self {
-        Self(cubecl::stream_id::StreamId::current())
-    }
-
-    /// Runs `f` with this stream as the current thread's, then restores the thread's own.
-    pub fn run<T>(self, f: impl FnOnce() -> T) -> T {
-        self.0.executes(f)
-    }
 }
 
 /// A CubeCL runtime that collectives run on, with its transports.

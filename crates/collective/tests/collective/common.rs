@@ -296,25 +296,6 @@ pub fn or_skip<T>(
     }
 }
 
-/// The wgpu tests share one pool of devices. Tests that compute with Burn tensors on them
-/// (`write`) run alone; tests that only run our collectives (`read`) run together. A run of
-/// every test at once once returned a wrong element in a Burn-tensor test (1 run in 4, never
-/// alone), so the two kinds are kept apart as they were when they were separate binaries.
-pub fn wgpu_tests() -> &'static std::sync::RwLock<()> {
-    static LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
-    &LOCK
-}
-
-/// A test that runs Burn tensor ops on the shared wgpu devices: alone.
-pub fn burn_on_wgpu() -> std::sync::RwLockWriteGuard<'static, ()> {
-    wgpu_tests().write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A test that runs only our collectives on the shared wgpu devices: with others of its kind.
-pub fn collectives_on_wgpu() -> std::sync::RwLockReadGuard<'static, ()> {
-    wgpu_tests().read().unwrap_or_else(|p| p.into_inner())
-}
-
 /// `n` wgpu devices, or `None` after printing why they are unavailable.
 pub fn wgpu_or_skip(n: usize) -> Option<Vec<cubecl::wgpu::WgpuDevice>> {
     or_skip(

@@ -13,7 +13,6 @@ type B = CubeBackend<WgpuRuntime, f32, i32, u32>;
 
 #[test]
 fn burn_wgpu_tensors_all_reduce_in_device_memory() {
-    let _wgpu = common::burn_on_wgpu();
     let Some(devices) = common::wgpu_or_skip(3) else {
         return;
     };
@@ -53,7 +52,6 @@ fn burn_wgpu_tensors_all_reduce_in_device_memory() {
 
 #[test]
 fn every_tensor_collective_on_wgpu() {
-    let _wgpu = common::burn_on_wgpu();
     for n in [1, 3, 4] {
         let Some(devices) = common::wgpu_or_skip(n) else {
             return;

@@ -18,7 +18,6 @@ fn wgpu_group(n: usize) -> Option<Group<WgpuRuntime>> {
 
 #[test]
 fn empty_group_and_duplicate_rank() {
-    let _wgpu = common::collectives_on_wgpu();
     assert_eq!(
         Group::<WgpuRuntime>::new(vec![]).err(),
         Some(CollectiveError::EmptyGroup)
@@ -50,7 +49,6 @@ fn empty_group_and_duplicate_rank() {
 
 #[test]
 fn missing_device_is_an_error() {
-    let _wgpu = common::collectives_on_wgpu();
     let err = Group::<cubecl::cuda::CudaRuntime>::new(vec![cubecl::cuda::CudaDevice { index: 64 }])
         .err()
         .unwrap();
@@ -70,7 +68,6 @@ fn missing_device_is_an_error() {
 
 #[test]
 fn mismatched_lengths_dtypes_ranks_and_roots() {
-    let _wgpu = common::collectives_on_wgpu();
     let Some(g) = wgpu_group(3) else { return };
     let mut bufs: Vec<_> = (0..3)
         .map(|r| g.upload(r, DType::F32, &vec![1.0; 10 + r / 2]).unwrap())
@@ -132,7 +129,6 @@ fn mismatched_lengths_dtypes_ranks_and_roots() {
 /// One rank passes a bad buffer: every rank gets the error.
 #[test]
 fn one_failing_rank_fails_every_rank() {
-    let _wgpu = common::collectives_on_wgpu();
     let Some(g) = wgpu_group(4) else { return };
     let bufs: Vec<_> = (0..4)
         .map(|r| {
@@ -177,7 +173,6 @@ fn all_reduce_ones(comms: &[Communicator<PortableGroup<B>>]) -> Vec<Result<Tenso
 
 #[test]
 fn a_missing_rank_times_out_everywhere() {
-    let _wgpu = common::collectives_on_wgpu();
     let g = PortableGroup::<B>::new_shared(vec![FlexDevice; 3]).unwrap();
     let comms = Communicator::split(g, Duration::from_millis(300));
     let start = Instant::now();
@@ -199,7 +194,6 @@ fn a_missing_rank_times_out_everywhere() {
 
 #[test]
 fn ranks_disagreeing_on_the_op_fail() {
-    let _wgpu = common::collectives_on_wgpu();
     let g = PortableGroup::<B>::new_shared(vec![FlexDevice; 2]).unwrap();
     let comms = Communicator::split(g, Duration::from_secs(10));
     let results: Vec<_> = std::thread::scope(|s| {

@@ -67,7 +67,6 @@ fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
 #[test]
 fn four_million_elements() {
     common::run_large(&FLEX, 4, 4 * 1024 * 1024 + 3, DType::F32);
-    let _wgpu = common::burn_on_wgpu();
     // f16 across wgpu devices too (WGSL has no bf16; the matrix above runs both on Flex).
     common::run_large(&WGPU, 3, 4 * 1024 * 1024 + 1, DType::F16);
 }
@@ -106,13 +105,11 @@ const WGPU: Portable<burn_wgpu::Wgpu> = Portable {
 
 #[test]
 fn every_op_dtype_and_length_across_separate_wgpu_devices() {
-    let _wgpu = common::burn_on_wgpu();
     common::run_matrix(&WGPU, 3);
 }
 
 #[test]
 fn half_types_keep_their_dtype_across_separate_wgpu_devices() {
-    let _wgpu = common::burn_on_wgpu();
     let Some(g) = WGPU.group(2, CollectiveConfig::default()) else {
         return;
     };

@@ -14,20 +14,17 @@ const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness {
 
 #[test]
 fn every_op_dtype_and_length_for_1_to_8_ranks() {
-    let _wgpu = common::collectives_on_wgpu();
     common::run_matrix(&WGPU, 8);
 }
 
 #[test]
 fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
-    let _wgpu = common::collectives_on_wgpu();
     common::run_rounding(&WGPU, 3, 10_007);
     common::run_rounding(&WGPU, 8, 4_099);
 }
 
 #[test]
 fn four_million_elements_f32() {
-    let _wgpu = common::collectives_on_wgpu();
     // Every rank count runs in the matrix above; at this size, an even, an odd and the
     // largest count (each 16 MiB buffer is checked on the host, element by element).
     for n in [2, 3, 8] {
@@ -37,7 +34,6 @@ fn four_million_elements_f32() {
 
 #[test]
 fn four_million_elements_half() {
-    let _wgpu = common::collectives_on_wgpu();
     // bf16 runs only where the runtime has it: WGSL has none, so bf16 is checked by the
     // portable suite (on Flex) and the CUDA suite.
     for (n, dtype) in [
@@ -52,19 +48,16 @@ fn four_million_elements_half() {
 
 #[test]
 fn sources_rewritten_after_return_leave_results_unchanged() {
-    let _wgpu = common::collectives_on_wgpu();
     common::run_sources_rewritten_after_return(&WGPU, 3, 70_001);
 }
 
 #[test]
 fn inputs_uploaded_and_results_read_on_other_threads() {
-    let _wgpu = common::collectives_on_wgpu();
     common::run_inputs_from_other_threads(&WGPU, 3, 4 * 1024 * 1024 + 3);
 }
 
 #[test]
 fn reports_supported_dtypes() {
-    let _wgpu = common::collectives_on_wgpu();
     let Some(g) = WGPU.group(1, CollectiveConfig::default()) else {
         return;
     };

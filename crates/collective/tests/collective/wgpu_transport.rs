@@ -39,7 +39,6 @@ fn ring() -> CollectiveConfig {
 
 #[test]
 fn staged_copy_is_the_default_and_survives_growing_and_shrinking_transfers() {
-    let _wgpu = common::collectives_on_wgpu();
     let Some(g) = POOL.group(3, ring()) else {
         return;
     };
@@ -54,7 +53,6 @@ fn staged_copy_is_the_default_and_survives_growing_and_shrinking_transfers() {
 
 #[test]
 fn devices_outside_the_pool_fall_back_to_the_client_copy() {
-    let _wgpu = common::collectives_on_wgpu();
     let Some(g) = MIXED.group(2, ring()) else {
         return;
     };

@@ -316,11 +316,16 @@ pub(crate) fn cpu_name() -> String {
         .map_or_else(|| "CPU".to_string(), |s| s.trim().to_string())
 }
 
-/// The most device memory in use on any of `devices`, as CubeCL's allocator counts it.
+/// The most device memory in use on any of `devices`, as CubeCL's allocator counts it for the
+/// device stream (where firemesh's work runs, `firemesh_collective::stream`).
 fn device_bytes<R: cubecl::Runtime>(devices: &[R::Device]) -> Option<u64> {
     devices
         .iter()
-        .filter_map(|d| R::client(d).memory_usage().ok())
+        .filter_map(|d| {
+            firemesh_collective::DeviceStream::client::<R>(d)
+                .memory_usage()
+                .ok()
+        })
         .map(|u| u.bytes_in_use)
         .max()
 }

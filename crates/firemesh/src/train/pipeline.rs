@@ -6,7 +6,7 @@ use super::data::{ImageSource, Split};
 use crate::{Error, Result};
 use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
-use firemesh_collective::transport::CallerStream;
+use firemesh_collective::DeviceStream;
 use firemesh_datasets::{
     shard_image_batch, shard_token_batch, DistributedSampler, ImageBatch, ImageItem,
     SamplerPosition, TailPolicy,
@@ -80,13 +80,12 @@ impl<B: Backend> Prefetcher<B> {
         workers: usize,
     ) -> Result<Self> {
         let (send, queue) = sync_channel(prefetch);
-        // On CubeCL devices the uploads go to the training thread's streams, in order with its
-        // work, as the mesh's rank threads do (`CallerStream`).
-        let stream = CallerStream::current();
+        // On CubeCL devices the uploads go to the device stream, as all of firemesh's work does
+        // (`firemesh_collective::stream`): the parts never cross streams.
         let producer = std::thread::Builder::new()
             .name("firemesh-input".into())
             .spawn(move || {
-                stream.run(|| {
+                DeviceStream::run(|| {
                     let mut step = range.start;
                     while step < range.end {
                         let position = order.position(step);

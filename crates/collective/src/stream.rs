@@ -1,0 +1,182 @@
+//! The one CubeCL stream that firemesh issues all its device work on, whichever thread issues
+//! it: a rank's ops, its uploads and reads, its part of every collective, the communication
+//! thread's sums and the input pipeline's uploads.
+//!
+//! Why one: CubeCL 0.10 keeps a stream per issuing thread (`StreamId::current`), and each stream
+//! has its own memory pool and its own list of launches not yet handed to the device. A buffer
+//! that crosses streams is not safe there (the example `cubecl_stream_reuse` reproduces it with
+//! CubeCL alone):
+//! - freed while a launch queued on another stream still reads it, it goes back to the pool of
+//!   the stream that made it, whose next allocation of that size writes it first;
+//! - written in place by a kernel queued on another stream, it is read back by its own stream
+//!   without that kernel being run first (a read flushes only the reader's and the owner's
+//!   streams).
+//!
+//! Both returned wrong elements in firemesh's tests (issue 28). On one stream per device, every
+//! launch, copy, read and free is ordered as it was issued.
+//!
+//! A buffer made elsewhere (a tensor the caller made on its own thread's stream) crosses once, at
+//! the edge where it enters, and that crossing is its handoff:
+//! - a collective uses it on the device stream and waits for its devices before it returns, so
+//!   that nothing of the device stream still reads or writes the buffer when the stream that
+//!   made it may reuse its memory;
+//! - a part given to `Sharded` (`from_parts`) is read back and uploaded on the device stream.
+//!
+//! Each handoff is counted ([`handoffs`]) and logged (`firemesh::stream`, debug): firemesh's
+//! own paths make none.
+//!
+//! The other way round, CubeCL leaves a hazard that only it can close: a buffer of the device
+//! stream that a caller's own stream reads (a part from `shards`, a collective's result) must not
+//! be dropped while that read is still queued and not run. Issue work on such buffers under
+//! [`DeviceStream::run`], or read them back, before dropping them.
+
+use cubecl::server::Handle;
+use cubecl::stream_id::StreamId;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The stream id firemesh's work runs under. CubeCL maps an id to a stream of each device (the
+/// id modulo its stream count), so this one id names one stream on every device; threads that
+/// CubeCL numbers itself (from 0 upwards) reach the same stream only after 127 others.
+const ID: StreamId = StreamId { value: u64::MAX };
+
+/// The device stream: one per device, the same for every rank on it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceStream;
+
+impl DeviceStream {
+    /// The CubeCL stream id of the device stream.
+    pub fn id() -> StreamId {
+        ID
+    }
+
+    /// Runs `f` with the device stream as the calling thread's CubeCL stream, then restores the
+    /// thread's own. Nested calls cost one thread-local read.
+    pub fn run<T>(f: impl FnOnce() -> T) -> T {
+        if StreamId::current() == ID {
+            f()
+        } else {
+            ID.executes(f)
+        }
+    }
+
+    /// Whether the calling thread issues to the device stream now.
+    pub fn is_current() -> bool {
+        StreamId::current() == ID
+    }
+
+    /// A client of `device` whose every call, from any thread, issues to the device stream.
+    pub fn client<R: cubecl::Runtime>(device: &R::Device) -> cubecl::client::ComputeClient<R> {
+        let mut client = R::client(device);
+        // SAFETY: CubeCL maps this id to a stream of the device like any thread's own id; a
+        // pinned client only changes which stream the calls it makes are queued on.
+        unsafe { client.set_stream(ID) };
+        client
+    }
+
+    /// Whether `handle`'s memory belongs to the device stream.
+    pub fn holds(handle: &Handle) -> bool {
+        handle.stream == ID
+    }
+}
+
+/// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), whose work runs on streams;
+/// other Burn backends (Flex, NdArray) compute where they are called.
+pub fn has_streams<D: 'static>() -> bool {
+    use std::any::TypeId;
+    let d = TypeId::of::<D>();
+    d == TypeId::of::<cubecl::wgpu::WgpuDevice>() || d == TypeId::of::<cubecl::cuda::CudaDevice>()
+}
+
+static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+
+/// Buffers of other streams handed to the device stream since the process started.
+pub fn handoffs() -> u64 {
+    HANDOFFS.load(Ordering::Relaxed)
+}
+
+/// The ranks of one collective whose buffers were made on another stream than the device
+/// stream: the handoff of collectives. Taken before the collective runs; [`Handoff::finish`]
+/// waits for those ranks' devices once it has run.
+pub(crate) struct Handoff(Vec<usize>);
+
+impl Handoff {
+    /// The ranks r < `ranks` for which `foreign(r)` holds, counted and logged (on `what`).
+    pub(crate) fn of(ranks: usize, foreign: impl Fn(usize) -> bool, what: &str) -> Self {
+        let foreign: Vec<usize> = (0..ranks).filter(|&r| foreign(r)).collect();
+        record_handoff(foreign.len(), what);
+        Self(foreign)
+    }
+
+    /// `out`, once `wait(r)` (which waits for rank r's device to finish the work queued on
+    /// the device stream) has returned for every rank of the handoff: then the streams those
+    /// buffers came from may reuse their memory.
+    pub(crate) fn finish<T>(
+        self,
+        out: crate::Result<T>,
+        wait: impl Fn(usize) -> crate::Result<()>,
+    ) -> crate::Result<T> {
+        let waited = self.0.into_iter().try_for_each(&wait);
+        out.and_then(|v| waited.map(|()| v))
+    }
+}
+
+/// Counts and logs the handoff of `buffers` buffers of other streams (on `what`) to the device
+/// stream.
+pub fn record_handoff(buffers: usize, what: &str) {
+    if buffers > 0 {
+        HANDOFFS.fetch_add(buffers as u64, Ordering::Relaxed);
+        tracing::debug!(
+            target: "firemesh::stream",
+            "{what}: {buffers} buffer(s) made on another CubeCL stream handed to the device stream"
+        );
+    }
+}
+
+/// The CubeCL stream of a tensor primitive's memory (a float, int or bool tensor of a Burn
+/// backend), where the backend is CubeCL's own (`burn-wgpu`, `burn-cuda`, without fusion);
+/// `None` for any other backend, which has no streams.
+pub fn primitive_stream(primitive: &dyn std::any::Any) -> Option<StreamId> {
+    use burn_cubecl::tensor::CubeTensor;
+    if let Some(p) = primitive.downcast_ref::<CubeTensor<cubecl::wgpu::WgpuRuntime>>() {
+        return Some(p.handle.stream);
+    }
+    if let Some(p) = primitive.downcast_ref::<CubeTensor<cubecl::cuda::CudaRuntime>>() {
+        return Some(p.handle.stream);
+    }
+    None
+}
+
+/// Whether a tensor primitive's memory was made on another CubeCL stream than the device
+/// stream.
+pub fn is_foreign_primitive(primitive: &dyn std::any::Any) -> bool {
+    primitive_stream(primitive).is_some_and(|s| s != ID)
+}
+
+/// Whether a float tensor's memory was made on another CubeCL stream than the device stream.
+pub(crate) fn is_foreign<B: burn_tensor::backend::Backend, const D: usize>(
+    t: &burn_tensor::Tensor<B, D>,
+) -> bool {
+    is_foreign_primitive(&t.clone().into_primitive().tensor())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_switches_to_the_device_stream_and_back() {
+        let own = StreamId::current();
+        assert_ne!(own, ID, "a thread starts on its own stream");
+        assert!(DeviceStream::run(DeviceStream::is_current));
+        assert!(DeviceStream::run(|| DeviceStream::run(
+            DeviceStream::is_current
+        )));
+        assert_eq!(
+            StreamId::current(),
+            own,
+            "the thread's own stream is restored"
+        );
+        let thread = std::thread::spawn(|| DeviceStream::run(StreamId::current));
+        assert_eq!(thread.join().unwrap(), ID, "the same id on every thread");
+    }
+}
