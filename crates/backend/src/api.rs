@@ -202,6 +202,14 @@ fn handed_over<B: Backend, K: Kind<B>>(parts: Vec<K::P>, mesh: &Mesh<B::Device>)
                     return p;
                 }
                 stream::record_handoff(1, "a part given to Sharded");
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!(
+                        target: "firemesh::stream",
+                        "parts made on another CubeCL stream are copied to the device stream \
+                         through host memory; make them under firemesh_collective::DeviceStream::run"
+                    )
+                });
                 K::from_data(K::into_data(p), mesh.device(rank))
             })
             .collect()

@@ -159,9 +159,12 @@ pub fn sharded<B: Backend>(
     type Ad<B> = Autodiff<Sharded<B>>;
     Ad::<B>::seed(mesh, 7);
     let net = work.net.init::<Ad<B>>(mesh)?;
-    let parts: Vec<Batch<B>> = (0..mesh.len())
-        .map(|r| work.batch::<B>(r, mesh.device(r)))
-        .collect();
+    // Made on the device stream, where the mesh computes (`firemesh_collective::stream`).
+    let parts: Vec<Batch<B>> = firemesh_collective::DeviceStream::run(|| {
+        (0..mesh.len())
+            .map(|r| work.batch::<B>(r, mesh.device(r)))
+            .collect()
+    });
     let batch = || on_mesh::<B>(mesh, &parts);
     let reduce = |net: &Net<Ad<B>>, grads: &mut GradientsParams| {
         reduce_gradients::<B, _>(net, grads, work.bucket_bytes)

@@ -132,6 +132,11 @@ pub struct Summary {
     pub last_eval: Option<Record>,
     /// Ops that ran replicated for lack of a placement rule.
     pub fallbacks: u64,
+    /// Buffers made on another CubeCL stream that were handed to the device stream in this
+    /// process during the run (`firemesh_collective::stream`): 0 unless something else in the
+    /// process brought tensors of its own.
+    #[serde(default)]
+    pub stream_handoffs: u64,
     /// Sums and gathers of parts across ranks, by route.
     pub routes: BTreeMap<String, u64>,
     /// Gradient bucket size, and the collectives that summed a step's gradients (the last

@@ -80,37 +80,33 @@ impl<B: Backend> Prefetcher<B> {
         workers: usize,
     ) -> Result<Self> {
         let (send, queue) = sync_channel(prefetch);
-        // On CubeCL devices the uploads go to the device stream, as all of firemesh's work does
-        // (`firemesh_collective::stream`): the parts never cross streams.
+        // The parts are uploaded on the device stream (`build`): they never cross streams.
         let producer = std::thread::Builder::new()
             .name("firemesh-input".into())
             .spawn(move || {
-                DeviceStream::run(|| {
-                    let mut step = range.start;
-                    while step < range.end {
-                        let position = order.position(step);
-                        let epoch = order.sampler.batches_from(position);
-                        for batch in epoch.take(order.steps_per_epoch - position.step) {
-                            if step == range.end {
-                                break;
-                            }
-                            let input =
-                                build(&split, &batch.indices, &devices, workers).map(|parts| {
-                                    StepInput {
-                                        step,
-                                        position: batch.position,
-                                        samples: batch.indices.len(),
-                                        parts,
-                                    }
-                                });
-                            let failed = input.is_err();
-                            if send.send(input).is_err() || failed {
-                                return; // the loop stopped, or nothing more can be built
-                            }
-                            step += 1;
+                let mut step = range.start;
+                while step < range.end {
+                    let position = order.position(step);
+                    let epoch = order.sampler.batches_from(position);
+                    for batch in epoch.take(order.steps_per_epoch - position.step) {
+                        if step == range.end {
+                            break;
                         }
+                        let input = build(&split, &batch.indices, &devices, workers).map(|parts| {
+                            StepInput {
+                                step,
+                                position: batch.position,
+                                samples: batch.indices.len(),
+                                parts,
+                            }
+                        });
+                        let failed = input.is_err();
+                        if send.send(input).is_err() || failed {
+                            return; // the loop stopped, or nothing more can be built
+                        }
+                        step += 1;
                     }
-                })
+                }
             })
             .map_err(|e| Error::Invalid(format!("cannot start the input thread: {e}")))?;
         Ok(Self {
@@ -150,8 +146,18 @@ pub fn eval_chunks(len: usize, limit: usize, batch: usize, ranks: usize) -> Vec<
 }
 
 /// The per-rank parts of the samples `indices` (positions in `split`): rank r gets the r-th
-/// slice of an even split, built on `devices[r]`.
+/// slice of an even split, built on `devices[r]`, on the device stream (where the mesh computes,
+/// `firemesh_collective::stream`), whichever thread builds them.
 pub fn build<B: Backend>(
+    split: &Split,
+    indices: &[usize],
+    devices: &[B::Device],
+    workers: usize,
+) -> Result<Parts<B>> {
+    DeviceStream::run(|| build_here(split, indices, devices, workers))
+}
+
+fn build_here<B: Backend>(
     split: &Split,
     indices: &[usize],
     devices: &[B::Device],

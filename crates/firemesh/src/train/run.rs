@@ -129,6 +129,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     )?;
     let progress = Progress::new(start, total, c.log_every, job.unit());
     let (mut first_loss, mut last_loss, mut fallbacks) = (None, f64::NAN, 0);
+    let handoffs_before = firemesh_collective::stream::handoffs();
     let mut routes = BTreeMap::new();
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
     // Buckets are summed as the backward pass fills them (no accumulation here to forbid it).
@@ -271,6 +272,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         data_wait_fraction: input.waited.as_secs_f64() / seconds.max(1e-9),
         last_eval,
         fallbacks,
+        stream_handoffs: firemesh_collective::stream::handoffs() - handoffs_before,
         routes,
         bucket_bytes: c.bucket_bytes,
         gradient_collectives,

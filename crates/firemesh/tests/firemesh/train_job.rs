@@ -148,7 +148,7 @@ fn mesh_discovery_explains_its_choice() {
 }
 
 /// The same job on separate wgpu clients (lavapipe in CI): sums and gathers across the clients
-/// run on our CubeCL group, none on the portable path.
+/// run on our CubeCL group, none on the portable path, and no part crosses CubeCL streams.
 #[test]
 fn the_job_trains_on_a_wgpu_mesh() {
     if let Err(reason) = firemesh_collective::wgpu_devices::wgpu_devices(2) {
@@ -170,6 +170,10 @@ fn the_job_trains_on_a_wgpu_mesh() {
     }))
     .unwrap();
     assert_eq!(summary.fallbacks, 0);
+    assert_eq!(
+        summary.stream_handoffs, 0,
+        "every part was made on the device stream (batches, evaluation)"
+    );
     assert!(
         summary.early_gradient_collectives > 0
             && summary.early_gradient_collectives < summary.gradient_collectives,
