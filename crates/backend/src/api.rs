@@ -283,7 +283,9 @@ pub fn redistribute<Bk: MeshBackend, const D: usize>(
     float_tensor(on_device_stream::<Bk::Inner, _>(|| to_placement(t, p)))
 }
 
-/// Each rank's part, on its rank's device.
+/// Each rank's part, on its rank's device. The parts live on the device stream
+/// (`firemesh_collective::stream`): issue work on them under
+/// `firemesh_collective::DeviceStream::run`, or read them back, before you drop them.
 pub fn shards<Bk: MeshBackend, const D: usize>(t: Tensor<Bk, D>) -> Vec<Tensor<Bk::Inner, D>> {
     let t = float_of(t);
     let parts = on_device_stream::<Bk::Inner, _>(|| t.into_parts());

@@ -63,16 +63,20 @@ pub(crate) fn to_mesh<B: Backend, K: Kind<B>>(
     if t.mesh == *mesh {
         return t;
     }
+    exec::on_device_stream::<B, _>(|| moved_to(t, mesh))
+}
+
+fn moved_to<B: Backend, K: Kind<B>>(
+    t: ShardedTensor<B, K>,
+    mesh: &Mesh<B::Device>,
+) -> ShardedTensor<B, K> {
     if t.mesh.len() == mesh.len() {
         let (parts, placement, _) = t.into_split();
-        let parts = exec::on_device_stream::<B, _>(|| {
-            parts
-                .into_iter()
-                .zip(mesh.devices())
-                .map(|(p, d)| K::move_to(p, d))
-                .collect()
-        });
-        return ShardedTensor::new(parts, placement, mesh.clone());
+        let parts = parts
+            .into_iter()
+            .zip(mesh.devices())
+            .map(|(p, d)| K::move_to(p, d));
+        return ShardedTensor::new(parts.collect(), placement, mesh.clone());
     }
     from_data(into_data(to_replicated(t)), mesh)
 }
@@ -86,18 +90,18 @@ pub(crate) fn argwhere<B: Backend>(
     let whole: ShardedTensor<B, BoolKind> =
         exec::run("bool_argwhere", (t,), no_rule::replicated, |_, (t,)| t);
     let mesh = whole.mesh.clone();
-    let futures: Vec<_> = exec::on_device_stream::<B, _>(|| {
+    // The inner backend's argwhere reads the mask and uploads the indices when its future is
+    // polled: it is polled here, on the device stream, where the runtime can read at once.
+    let parts: Vec<_> = exec::on_device_stream::<B, _>(|| {
         whole
             .into_parts()
             .into_iter()
-            .map(|p| B::bool_argwhere(p, out_dtype))
+            .map(|p| {
+                let indices = B::bool_argwhere(p, out_dtype);
+                burn_backend::try_read_sync(indices)
+                    .expect("the inner backend reads synchronously (all of firemesh's runtimes do)")
+            })
             .collect()
     });
-    async move {
-        let mut parts = Vec::with_capacity(futures.len());
-        for f in futures {
-            parts.push(f.await);
-        }
-        ShardedTensor::new(parts, Placement::Replicated, mesh)
-    }
+    async move { ShardedTensor::new(parts, Placement::Replicated, mesh) }
 }

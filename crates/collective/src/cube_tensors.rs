@@ -2,7 +2,7 @@
 //! device memory is reduced by the kernels directly, with no trip through the host.
 
 use crate::fabric::Fabric;
-use crate::stream::{self, DeviceStream};
+use crate::stream::DeviceStream;
 use crate::{CollectiveError, CollectiveRuntime, DType, DeviceBuffer, Group, Result, TensorBridge};
 use burn_cubecl::{
     kernel::into_contiguous, tensor::CubeTensor, BoolElement, CubeBackend, FloatElement, IntElement,
@@ -27,37 +27,23 @@ where
 {
     /// The tensor's own memory when no other tensor shares it, else a private copy, so the
     /// in-place collectives never change another tensor. A tensor made on another stream than
-    /// the device stream is copied onto it, and its device waited for, before it is let go
-    /// (the one handoff between streams, [`crate::stream`]).
+    /// the device stream is copied onto it, and its device waited for before it is let go
+    /// ([`crate::stream`]; `TensorCollectives` counts it).
     fn buf_from_tensor(
         &self,
         rank: usize,
         t: Tensor<CubeBackend<R, F, I, BT>, 1>,
     ) -> Result<DeviceBuffer<R>> {
         let original: CubeTensor<R> = t.into_primitive().tensor();
-        let foreign = (!DeviceStream::holds(&original.handle)).then(|| original.clone());
-        let p: CubeTensor<R> = into_contiguous(original);
-        let dtype = collective_dtype(rank, p.dtype)?;
-        let exclusive = foreign.is_none() && p.can_mut() && p.is_contiguous_buffer();
-        let buf = DeviceBuffer::from_handle(
-            p.handle.clone(),
-            p.meta.shape().num_elements(),
-            dtype,
-            p.device.clone(),
-        );
-        if exclusive {
-            return Ok(buf);
+        if DeviceStream::holds(&original.handle) {
+            return self.device_buf(rank, original);
         }
-        let rank_of_buf = self.rank_on(buf.device()).unwrap_or(rank);
-        let fabric = self.fabric(dtype);
-        let copy =
-            fabric.staged_as_buf(fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)?)?;
-        if let Some(foreign) = foreign {
-            stream::record_handoff(1, "collective on a Burn tensor");
-            self.wait(rank_of_buf)?;
-            drop(foreign);
-        }
-        Ok(copy)
+        // Held, so that the copy below is never the last reader of memory its stream reuses.
+        let kept = original.clone();
+        let buf = self.device_buf(rank, original);
+        let waited = self.wait(self.rank_on(&kept.device).unwrap_or(rank));
+        drop(kept);
+        buf.and_then(|b| waited.map(|()| b))
     }
 
     fn tensor_from_buf(
@@ -74,5 +60,30 @@ where
             buf.dtype().to_burn(),
         );
         Tensor::from_primitive(TensorPrimitive::Float(out))
+    }
+}
+
+impl<R> Group<R>
+where
+    R: CollectiveRuntime,
+    R::Device: DeviceOps,
+{
+    /// `t`'s memory when no other tensor shares it, else a private copy on the device stream.
+    fn device_buf(&self, rank: usize, t: CubeTensor<R>) -> Result<DeviceBuffer<R>> {
+        let p: CubeTensor<R> = DeviceStream::run(|| into_contiguous(t));
+        let dtype = collective_dtype(rank, p.dtype)?;
+        let exclusive = p.can_mut() && p.is_contiguous_buffer();
+        let buf = DeviceBuffer::from_handle(
+            p.handle.clone(),
+            p.meta.shape().num_elements(),
+            dtype,
+            p.device.clone(),
+        );
+        if exclusive {
+            return Ok(buf);
+        }
+        let rank_of_buf = self.rank_on(buf.device()).unwrap_or(rank);
+        let fabric = self.fabric(dtype);
+        fabric.staged_as_buf(fabric.send(rank_of_buf, &buf, 0..buf.len(), rank_of_buf)?)
     }
 }

@@ -205,9 +205,10 @@ impl<R: CollectiveRuntime> Group<R> {
     }
 
     /// The handoff of `bufs` made on another stream than the device stream ([`crate::stream`]).
-    fn handoff(&self, bufs: &[DeviceBuffer<R>]) -> Handoff {
+    fn handoff(&self, bufs: &[DeviceBuffer<R>]) -> Handoff<DeviceBuffer<R>> {
         let foreign = |r: usize| !DeviceStream::holds(&bufs[r].handle);
-        Handoff::of(bufs.len(), foreign, "collective on CubeCL buffers")
+        let keep = |r: usize| bufs[r].clone();
+        Handoff::of(bufs.len(), foreign, keep, "collective on CubeCL buffers")
     }
 
     /// Waits until rank `r`'s device has finished the work queued on the device stream.

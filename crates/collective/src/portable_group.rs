@@ -73,17 +73,15 @@ impl<B: Backend> PortableGroup<B> {
 impl<B: Backend> PortableGroup<B> {
     /// The handoff of `bufs` made on another CubeCL stream than the device stream
     /// ([`crate::stream`]).
-    fn handoff(&self, bufs: &[Tensor<B, 1>]) -> Handoff {
+    fn handoff(&self, bufs: &[Tensor<B, 1>]) -> Handoff<Tensor<B, 1>> {
         let foreign = |r: usize| stream::is_foreign(&bufs[r]);
-        Handoff::of(bufs.len(), foreign, "portable collective")
+        let keep = |r: usize| bufs[r].clone();
+        Handoff::of(bufs.len(), foreign, keep, "portable collective")
     }
 
     /// Waits until rank `r`'s device has finished the work queued on the device stream.
     fn wait(&self, r: usize) -> Result<()> {
-        B::sync(&self.devices[r]).map_err(|e| CollectiveError::Runtime {
-            rank: r,
-            reason: format!("{e:?}"),
-        })
+        stream::wait_for::<B>(r, &self.devices[r])
     }
 }
 

@@ -25,10 +25,16 @@
 //! Each handoff is counted ([`handoffs`]) and logged (`firemesh::stream`, debug): firemesh's
 //! own paths make none.
 //!
-//! The other way round, CubeCL leaves a hazard that only it can close: a buffer of the device
-//! stream that a caller's own stream reads (a part from `shards`, a collective's result) must not
-//! be dropped while that read is still queued and not run. Issue work on such buffers under
-//! [`DeviceStream::run`], or read them back, before dropping them.
+//! The other way round, CubeCL leaves a hazard that only it can close. Buffers handed back live
+//! on the device stream: a part from `shards`, a collective's result. Burn ops that the caller
+//! issues on them go to the caller's own stream (except ops whose first operand is a tensor a
+//! `Group` returned: it keeps the group's client, pinned to the device stream). Such a buffer must
+//! not be dropped while a read of it is still queued on another stream, nor written there and
+//! handed back (`from_parts` tells streams by where a buffer was allocated, not by who wrote it
+//! last). Issue work on such buffers under [`DeviceStream::run`], or read them back first.
+//!
+//! Tensors are told apart by their primitive's type: `burn-wgpu`'s and `burn-cuda`'s without
+//! fusion. A fused backend's tensors are not recognised, and are taken as the device stream's.
 
 use cubecl::server::Handle;
 use cubecl::stream_id::StreamId;
@@ -95,29 +101,57 @@ pub fn handoffs() -> u64 {
 }
 
 /// The ranks of one collective whose buffers were made on another stream than the device
-/// stream: the handoff of collectives. Taken before the collective runs; [`Handoff::finish`]
-/// waits for those ranks' devices once it has run.
-pub(crate) struct Handoff(Vec<usize>);
+/// stream, and a handle to each of those buffers: the handoff of collectives. Taken before the
+/// collective runs, so that the collective cannot let go of the last handle to such a buffer
+/// (replacing it with its result) while work of the device stream on it is still queued;
+/// [`Handoff::finish`] waits for those ranks' devices, then lets go.
+pub(crate) struct Handoff<K> {
+    ranks: Vec<usize>,
+    kept: Vec<K>,
+}
 
-impl Handoff {
-    /// The ranks r < `ranks` for which `foreign(r)` holds, counted and logged (on `what`).
-    pub(crate) fn of(ranks: usize, foreign: impl Fn(usize) -> bool, what: &str) -> Self {
-        let foreign: Vec<usize> = (0..ranks).filter(|&r| foreign(r)).collect();
-        record_handoff(foreign.len(), what);
-        Self(foreign)
+impl<K> Handoff<K> {
+    /// The ranks r < `ranks` for which `foreign(r)` holds, each with `keep(r)`; counted and
+    /// logged (on `what`).
+    pub(crate) fn of(
+        ranks: usize,
+        foreign: impl Fn(usize) -> bool,
+        keep: impl Fn(usize) -> K,
+        what: &str,
+    ) -> Self {
+        let ranks: Vec<usize> = (0..ranks).filter(|&r| foreign(r)).collect();
+        record_handoff(ranks.len(), what);
+        let kept = ranks.iter().map(|&r| keep(r)).collect();
+        Self { ranks, kept }
     }
 
     /// `out`, once `wait(r)` (which waits for rank r's device to finish the work queued on
-    /// the device stream) has returned for every rank of the handoff: then the streams those
-    /// buffers came from may reuse their memory.
+    /// the device stream) has returned for every rank of the handoff, failed or not: then the
+    /// streams those buffers came from may reuse their memory. The first error wins.
     pub(crate) fn finish<T>(
         self,
         out: crate::Result<T>,
         wait: impl Fn(usize) -> crate::Result<()>,
     ) -> crate::Result<T> {
-        let waited = self.0.into_iter().try_for_each(&wait);
+        let waited = self
+            .ranks
+            .into_iter()
+            .map(wait)
+            .fold(Ok(()), |first, w| first.and(w));
+        drop(self.kept);
         out.and_then(|v| waited.map(|()| v))
     }
+}
+
+/// Waits until `device` (rank `rank`'s) has finished the work queued on the device stream.
+pub(crate) fn wait_for<B: burn_tensor::backend::Backend>(
+    rank: usize,
+    device: &B::Device,
+) -> crate::Result<()> {
+    DeviceStream::run(|| B::sync(device)).map_err(|e| crate::CollectiveError::Runtime {
+        rank,
+        reason: format!("{e:?}"),
+    })
 }
 
 /// Counts and logs the handoff of `buffers` buffers of other streams (on `what`) to the device

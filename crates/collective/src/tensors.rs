@@ -1,6 +1,7 @@
 //! Collectives on Burn tensors of any shape, for every group kind: a tensor is flattened
 //! (row-major) into its rank's buffer, and dim 0 is the dimension shards are split along.
 
+use crate::stream::{self, Handoff};
 use crate::{CollectiveError, Collectives, DeviceStream, ReduceOp, Result};
 use burn_tensor::{backend::Backend, Tensor};
 
@@ -21,7 +22,9 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         op: ReduceOp,
     ) -> Result<Vec<Tensor<B, D>>> {
-        DeviceStream::run(|| in_place(self, tensors, |bufs| self.all_reduce(bufs, op)))
+        handed_over(tensors, |tensors| {
+            in_place(self, tensors, |bufs| self.all_reduce(bufs, op))
+        })
     }
 
     /// Concatenate the ranks' shards along dim 0 (their dim-0 sizes may differ), on every rank.
@@ -29,7 +32,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         &self,
         shards: Vec<Tensor<B, D>>,
     ) -> Result<Vec<Tensor<B, D>>> {
-        DeviceStream::run(|| {
+        handed_over(shards, |shards| {
             let mut shape = same_shape(&shards, 1)?;
             shape[0] = shards.iter().map(|t| t.dims()[0]).sum();
             let bufs = self.flatten(shards)?;
@@ -44,7 +47,7 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         op: ReduceOp,
     ) -> Result<Vec<Tensor<B, D>>> {
-        DeviceStream::run(|| {
+        handed_over(tensors, |tensors| {
             let shape = same_shape(&tensors, 0)?;
             let row: usize = shape[1..].iter().product();
             let rows: Vec<usize> = crate::shard_ranges(shape[0], self.size())
@@ -68,7 +71,9 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         tensors: Vec<Tensor<B, D>>,
         root: usize,
     ) -> Result<Vec<Tensor<B, D>>> {
-        DeviceStream::run(|| in_place(self, tensors, |bufs| self.broadcast(bufs, root)))
+        handed_over(tensors, |tensors| {
+            in_place(self, tensors, |bufs| self.broadcast(bufs, root))
+        })
     }
 
     #[doc(hidden)]
@@ -100,6 +105,26 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
 }
 
 impl<B: Backend, G: TensorBridge<B>> TensorCollectives<B> for G {}
+
+/// Runs `collective` on `tensors` on the device stream. Tensors made on another CubeCL stream
+/// are handed over ([`crate::stream`]): a handle to each is kept (so that the groups copy them
+/// rather than reduce them in place) until their devices have finished the collective's work.
+fn handed_over<B: Backend, const D: usize, T>(
+    tensors: Vec<Tensor<B, D>>,
+    collective: impl FnOnce(Vec<Tensor<B, D>>) -> Result<T>,
+) -> Result<T> {
+    DeviceStream::run(|| {
+        let devices: Vec<B::Device> = tensors.iter().map(|t| t.device()).collect();
+        let handoff = Handoff::of(
+            tensors.len(),
+            |r| stream::is_foreign(&tensors[r]),
+            |r| tensors[r].clone(),
+            "collective on Burn tensors",
+        );
+        let out = collective(tensors);
+        handoff.finish(out, |r| stream::wait_for::<B>(r, &devices[r]))
+    })
+}
 
 /// Run an in-place `collective` on the buffers of `tensors` (all of one shape), which come
 /// back in that shape.

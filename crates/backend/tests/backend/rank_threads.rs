@@ -67,8 +67,8 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
     assert_eq!(got, TensorData::new(want, [12]));
 }
 
-/// Meshes of CPU devices run their ranks on rank threads, meshes of CubeCL devices (one stream
-/// per thread) in turn, unless the environment says otherwise for both.
+/// Meshes of CPU devices run their ranks on rank threads, meshes of CubeCL devices in turn,
+/// unless the environment says otherwise for both.
 #[test]
 fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
     use firemesh_collective::stream::has_streams;

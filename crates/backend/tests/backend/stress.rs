@@ -2,8 +2,9 @@
 //! bounded time (issue 28): the wrong element that collectives met beside Burn ops came from
 //! buffers that crossed CubeCL streams. Every result is checked exactly.
 //!
-//! Four threads share the devices:
-//! - an uploader makes each rank's input with plain Burn ops on its own thread;
+//! Five threads share the devices:
+//! - an uploader makes each rank's input with plain Burn ops on its own thread (every fourth
+//!   round a transposed matrix, which the collective must copy into a contiguous buffer);
 //! - a summer all-reduces them through the CubeCL group and through the portable group, and
 //!   drops the inputs while the other threads work;
 //! - a reader reads the sums back on a third thread;
@@ -23,9 +24,6 @@ use firemesh_backend::{buckets, shard, Sharded};
 use firemesh_collective::{Group, PortableGroup, ReduceOp, TensorCollectives};
 use std::sync::mpsc::sync_channel;
 use std::time::{Duration, Instant};
-
-/// How long the threads keep going once the reference run is done.
-const STRESS: Duration = Duration::from_secs(30);
 
 #[derive(Module, Debug)]
 struct Mlp<B: Backend> {
@@ -56,16 +54,40 @@ fn integers(seed: usize, len: usize) -> Vec<f32> {
         .collect()
 }
 
-fn host<B: Backend>(t: Tensor<B, 1>) -> Vec<f32> {
+fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
 /// Lengths the uploader cycles through: small and large, so freed memory is handed out again.
 const LENGTHS: [usize; 4] = [1 << 10, (1 << 18) + 3, 1 << 16, (1 << 20) + 7];
 
-/// The stress run over `devices` (one rank each) of the CubeCL backend `Inner` on runtime `R`.
+/// Rank r's input of round `round`: a `[rows, 4]` matrix (`len` values rounded down to whole
+/// rows) on `device`, transposed every fourth round (a non-contiguous tensor, which the
+/// collective copies into a contiguous buffer); and its values in row-major order.
+fn input<B: Backend>(
+    round: usize,
+    r: usize,
+    len: usize,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Vec<f32>) {
+    let rows = len / 4;
+    let matrix = integers(round + r, rows * 4);
+    if round % 4 != 3 {
+        let t = Tensor::from_data(TensorData::new(matrix.clone(), [rows, 4]), device);
+        return (t, matrix);
+    }
+    let seen = (0..4 * rows)
+        .map(|k| matrix[(k % rows) * 4 + k / rows])
+        .collect();
+    let t = Tensor::<B, 2>::from_data(TensorData::new(matrix, [rows, 4]), device);
+    (t.transpose(), seen)
+}
+
+/// The stress run, for `seconds`, over `devices` (a rank each) of the CubeCL backend `Inner`
+/// on runtime `R`, with the group that `$group` makes of them.
 macro_rules! stress {
-    ($inner:ty, $runtime:ty, $devices:expr, $group:expr) => {{
+    ($inner:ty, $runtime:ty, $devices:expr, $group:expr, $seconds:expr) => {{
+        let stress = Duration::from_secs($seconds);
         type Inner = $inner;
         type Mesh = Sharded<Inner>;
         type MeshAd = burn::backend::Autodiff<Mesh>;
@@ -104,9 +126,9 @@ macro_rules! stress {
         };
         let want = train(init.clone().into_record());
 
-        let deadline = Instant::now() + STRESS;
-        let (to_summer, uploads) = sync_channel::<(Vec<Tensor<Inner, 1>>, Vec<f32>)>(2);
-        let (to_reader, sums) = sync_channel::<(Vec<Tensor<Inner, 1>>, Vec<f32>, &'static str)>(2);
+        let deadline = Instant::now() + stress;
+        let (to_summer, uploads) = sync_channel::<(Vec<Tensor<Inner, 2>>, Vec<f32>)>(2);
+        let (to_reader, sums) = sync_channel::<(Vec<Tensor<Inner, 2>>, Vec<f32>, &'static str)>(2);
         let (devices, group, portable, train, want) = (&devices, &group, &portable, &train, &want);
         let rounds = std::thread::scope(|s| {
             // Each queue's sender moves into its thread: the next thread stops when it ends.
@@ -114,14 +136,13 @@ macro_rules! stress {
                 let mut round = 0;
                 while Instant::now() < deadline {
                     let len = LENGTHS[round % LENGTHS.len()];
-                    let values: Vec<Vec<f32>> = (0..n).map(|r| integers(round + r, len)).collect();
-                    let want: Vec<f32> = (0..len)
+                    let (tensors, values): (Vec<_>, Vec<_>) = devices
+                        .iter()
+                        .enumerate()
+                        .map(|(r, d)| input::<Inner>(round, r, len, d))
+                        .unzip();
+                    let want: Vec<f32> = (0..values[0].len())
                         .map(|i| values.iter().map(|v| v[i]).sum())
-                        .collect();
-                    let tensors = values
-                        .into_iter()
-                        .zip(devices)
-                        .map(|(v, d)| Tensor::<Inner, 1>::from_data(TensorData::new(v, [len]), d))
                         .collect();
                     if to_summer.send((tensors, want)).is_err() {
                         break;
@@ -211,7 +232,7 @@ macro_rules! stress {
             (rounds.expect("the uploader"), churned, runs)
         });
         println!(
-            "{} ranks: {} sums, {} churn rounds, {} training runs in {STRESS:?}",
+            "{} ranks: {} sums, {} churn rounds, {} training runs in {stress:?}",
             n, rounds.0, rounds.1, rounds.2
         );
         assert!(
@@ -226,9 +247,29 @@ fn burn_ops_and_collectives_share_wgpu_devices_from_many_threads() {
     let Some(devices) = crate::wgpu::devices(3) else {
         return;
     };
-    stress!(burn_wgpu::Wgpu, cubecl::wgpu::WgpuRuntime, devices, |d| {
-        Group::new(d).unwrap()
-    });
+    stress!(
+        burn_wgpu::Wgpu,
+        cubecl::wgpu::WgpuRuntime,
+        devices,
+        |d| Group::new(d).unwrap(),
+        20
+    );
+}
+
+/// The same with two ranks on one wgpu device, as on a machine with one GPU: the portable group
+/// then adds the ranks' tensors into one in place and drops the others.
+#[test]
+fn burn_ops_and_collectives_share_one_wgpu_device_from_many_threads() {
+    let Some(devices) = crate::wgpu::devices(1) else {
+        return;
+    };
+    stress!(
+        burn_wgpu::Wgpu,
+        cubecl::wgpu::WgpuRuntime,
+        vec![devices[0].clone(); 2],
+        |d| Group::new_shared(d).unwrap(),
+        15
+    );
 }
 
 /// The same on CUDA: the GPUs present, or two ranks on one GPU (`FIREMESH_REQUIRE_CUDA=1`, as
@@ -254,7 +295,8 @@ fn burn_ops_and_collectives_share_cuda_devices_from_many_threads() {
         burn_cubecl::CubeBackend<CudaRuntime, f32, i32, u8>,
         CudaRuntime,
         devices,
-        |d| Group::new_shared(d).unwrap()
+        |d| Group::new_shared(d).unwrap(),
+        30
     );
 }
 
@@ -307,6 +349,14 @@ fn every_part_of_a_wgpu_run_lives_on_the_device_stream() {
             .map(|(r, d)| Tensor::from_data(TensorData::new(integers(r, 16), [2, 8]), d))
             .collect();
         let x = from_shards::<WAd, 2>(&mesh, parts, 0).expect("one part per rank");
+        for (r, part) in shards(x.clone()).into_iter().enumerate() {
+            let stream = primitive_stream(&part.into_primitive().tensor());
+            assert_eq!(
+                stream,
+                Some(DeviceStream::id()),
+                "batch part {r} handed over"
+            );
+        }
         buckets::set_early_buckets(Some(64));
         let grads = model.loss(x.mul_scalar(0.01)).backward();
         buckets::set_early_buckets(None);

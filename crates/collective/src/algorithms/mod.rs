@@ -226,7 +226,7 @@ pub(crate) fn deliver<F: Fabric>(
 }
 
 /// `job` for every multicast, concurrently (a host thread each, issuing to the caller's CubeCL
-/// stream) when the step's transfers are big enough to be worth a thread and the fabric's sends
+/// stream, the device stream) when the step's transfers are big enough to be worth a thread and the fabric's sends
 /// wait on the host; results in `casts` order.
 fn run_casts<F: Fabric, T: Send>(
     f: &F,
@@ -240,8 +240,8 @@ fn run_casts<F: Fabric, T: Send>(
         return casts.iter().map(&job).collect();
     }
     let job = &job;
-    // The transfers issue to the caller's CubeCL stream (the device stream, `crate::stream`),
-    // as if the caller had issued them.
+    // The transfers issue to the caller's CubeCL stream, as if the caller had issued them: the
+    // device stream (`crate::stream`), where the groups run.
     let stream = cubecl::stream_id::StreamId::current();
     std::thread::scope(|scope| {
         let handles: Vec<_> = casts

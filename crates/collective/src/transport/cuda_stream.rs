@@ -224,15 +224,15 @@ impl Lane {
         }
         let src_flag = device_address(from, &src_flags)?;
         let dst_flag = device_address(to, &dst_flags)?;
-        let src_stream = new_stream(from.index, &src)?;
-        let dst_stream = new_stream(to.index, &dst)?;
+        // The driver objects are made into the lane, so that dropping it on a failure half way
+        // destroys those made so far (`Drop` skips the null ones).
         let mut lane = Self {
             from: from.index,
             to: to.index,
             src,
             dst,
-            src_stream,
-            dst_stream,
+            src_stream: std::ptr::null_mut(),
+            dst_stream: std::ptr::null_mut(),
             ready: std::ptr::null_mut(),
             src_flags,
             src_flag,
@@ -243,19 +243,48 @@ impl Lane {
             spare_events: Vec::new(),
             broken: None,
         };
+        lane.src_stream = new_stream(from.index, &lane.src)?;
+        lane.dst_stream = new_stream(to.index, &lane.dst)?;
         lane.ready = new_event(from.index, &lane.src)?;
-        // Waits for the numbers the flags already hold pass at once: they only probe whether
-        // the driver waits on words of CubeCL's memory pools, on both devices.
-        for (rank, ctx, stream, flag) in [
-            (from.index, &lane.src, lane.src_stream, lane.src_flag),
-            (to.index, &lane.dst, lane.dst_stream, lane.dst_flag),
+        // Every stream memory operation a copy makes, once on each device, on words whose value
+        // it leaves as it is (they hold 0): a wait for the number a flag holds passes at once,
+        // and a write of 0 to a word that holds 0. They probe whether the driver waits on and
+        // writes words of CubeCL's memory pools.
+        for (rank, ctx, stream, wait_at, write_at) in [
+            (
+                from.index,
+                &lane.src,
+                lane.src_stream,
+                lane.src_flag,
+                lane.src_flag,
+            ),
+            (
+                to.index,
+                &lane.dst,
+                lane.dst_stream,
+                lane.dst_flag,
+                lane.dst_flag + 4,
+            ),
         ] {
             ctx.make_current(rank)?;
-            // SAFETY: a live stream of the current context, and a live flag word.
-            let code = unsafe { wait_value(stream, flag, 0) };
-            if code != sys::CUresult::CUDA_SUCCESS {
-                tracing::warn!(target: "firemesh::transport", "CUDA rank {rank}: cuStreamWaitValue32 refused ({code:?})");
-                return Ok(None);
+            // SAFETY: a live stream of the current context, and live flag words (whose values
+            // no copy reads yet: none is queued).
+            let (waited, written, done) = unsafe {
+                (
+                    wait_value(stream, wait_at, 0),
+                    write_value(stream, write_at, 0),
+                    sys::cuStreamSynchronize(stream),
+                )
+            };
+            for (call, code) in [
+                ("cuStreamWaitValue32", waited),
+                ("cuStreamWriteValue32", written),
+                ("cuStreamSynchronize", done),
+            ] {
+                if code != sys::CUresult::CUDA_SUCCESS {
+                    tracing::warn!(target: "firemesh::transport", "CUDA rank {rank}: {call} refused ({code:?})");
+                    return Ok(None);
+                }
             }
         }
         Ok(Some(lane))
@@ -311,7 +340,8 @@ impl Lane {
             Ok(landing)
         })();
         let landing = self.note_failure(landing)?;
-        let wait = FlagWait::new(self.dst_flags.clone(), 1, seq, to.index, to.client.clone());
+        let wait = FlagWait::new(self.dst_flags.clone(), 1, seq, to.index, to.client.clone())
+            .guarding(landing.clone());
         Ok(Arrival {
             handle: landing,
             pending: Some(wait),
@@ -394,12 +424,7 @@ impl Lane {
                 check(
                     to,
                     "cuStreamWriteValue32",
-                    sys::cuStreamWriteValue32_v2(
-                        self.dst_stream,
-                        self.dst_flag + 4,
-                        seq,
-                        sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
-                    ),
+                    write_value(self.dst_stream, self.dst_flag + 4, seq),
                 )?;
                 check(
                     to,
@@ -477,13 +502,28 @@ impl Drop for Lane {
                 }
             }
         }
+        // Each object in the context it was made in (the contexts are fields, released after
+        // this), skipping those a lane that failed half way through `new` never made.
         // SAFETY: nothing is queued on the streams any more; each object is destroyed once.
+        let (from, to) = (self.from, self.to);
         unsafe {
-            for event in self.spare_events.drain(..).chain([self.ready]) {
-                sys::cuEventDestroy_v2(event);
+            if self.src.make_current(from).is_ok() {
+                if !self.ready.is_null() {
+                    sys::cuEventDestroy_v2(self.ready);
+                }
+                if !self.src_stream.is_null() {
+                    sys::cuStreamDestroy_v2(self.src_stream);
+                }
             }
-            sys::cuStreamDestroy_v2(self.src_stream);
-            sys::cuStreamDestroy_v2(self.dst_stream);
+            if self.dst.make_current(to).is_ok() {
+                // The spare events are the copies' completions, made in `dst`.
+                for event in self.spare_events.drain(..) {
+                    sys::cuEventDestroy_v2(event);
+                }
+                if !self.dst_stream.is_null() {
+                    sys::cuStreamDestroy_v2(self.dst_stream);
+                }
+            }
         }
     }
 }
@@ -498,6 +538,19 @@ unsafe fn wait_value(stream: sys::CUstream, address: u64, value: u32) -> sys::CU
         address,
         value,
         sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+    )
+}
+
+/// `cuStreamWriteValue32`: `stream` writes `value` to the word at `address`.
+///
+/// # Safety
+/// `stream` is live in the current context and `address` a live device word.
+unsafe fn write_value(stream: sys::CUstream, address: u64, value: u32) -> sys::CUresult {
+    sys::cuStreamWriteValue32_v2(
+        stream,
+        address,
+        value,
+        sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
     )
 }
 

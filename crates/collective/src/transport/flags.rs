@@ -73,8 +73,9 @@ pub(crate) fn signal<R: Runtime>(client: &ComputeClient<R>, flags: &Handle, slot
 
 /// What a rank's stream must wait for before it reads bytes that a raw stream is still
 /// moving: `flags[slot]` reaching `value`, queued on the device stream.
-/// Dropped without [`FlagWait::enqueue`], it is queued anyway, so that memory the copy writes is
-/// never handed to another buffer first.
+/// Dropped without [`FlagWait::enqueue`], it is queued anyway; and it holds the buffer the copy
+/// writes ([`FlagWait::guarding`]) until it is queued, so that the memory is never handed to
+/// another buffer first, whatever order its holder drops its fields in.
 #[must_use = "the bytes are not there before the wait is queued"]
 pub struct FlagWait<R: Runtime> {
     pub(crate) flags: Handle,
@@ -83,6 +84,8 @@ pub struct FlagWait<R: Runtime> {
     pub(crate) rank: usize,
     pub(crate) client: ComputeClient<R>,
     queued: bool,
+    /// The memory the copy writes, held until the wait is queued.
+    guarded: Option<Handle>,
 }
 
 impl<R: Runtime> std::fmt::Debug for FlagWait<R> {
@@ -114,7 +117,14 @@ impl<R: Runtime> FlagWait<R> {
             rank,
             client,
             queued: false,
+            guarded: None,
         }
+    }
+
+    /// The same wait, holding `buffer` (the memory the copy writes) until it is queued.
+    pub(crate) fn guarding(mut self, buffer: Handle) -> Self {
+        self.guarded = Some(buffer);
+        self
     }
 
     /// Queue the wait on its stream of its rank's device: kernels queued on that stream
@@ -123,6 +133,7 @@ impl<R: Runtime> FlagWait<R> {
         self.queue()
     }
 
+    /// Queues the wait; the guarded buffer is let go once it is (when `self` drops).
     fn queue(&mut self) -> Result<()> {
         self.queued = true;
         let words = self.flags.size_in_used() as usize / 4;
@@ -217,6 +228,44 @@ mod tests {
         kernels::copy_words(&client, &dst, &src, 2);
         assert_eq!(words(&client, &dst), [1, 2]);
         assert_eq!(words(&client, &flags), [7, 0, 3]);
+    }
+
+    /// A buffer that a raw copy may still write stays out of the memory pool's hands until the
+    /// wait for the copy is queued, even after its own handle is dropped (as an `Arrival`
+    /// drops its handle before its wait).
+    #[test]
+    fn memory_a_wait_guards_is_not_handed_out_before_the_wait_is_queued() {
+        let Some(client) = wgpu_client() else {
+            return;
+        };
+        let located = |h: &Handle| {
+            let r = client.get_resource(h.clone()).expect("resource");
+            (r.resource().buffer.clone(), r.resource().offset)
+        };
+        // Unguarded, the pool hands freed memory out again at once: what the guard prevents.
+        let freed = client.empty(4096);
+        let at = located(&freed);
+        drop(freed);
+        let next = client.empty(4096);
+        assert!(located(&next) == at, "the pool reuses freed memory at once");
+        drop(next);
+
+        let flags = new_flags(&client, 1);
+        let landing = client.empty(4096);
+        let at = located(&landing);
+        let wait = FlagWait::new(flags, 0, 0, 0, client.clone()).guarding(landing.clone());
+        drop(landing);
+        let other = client.empty(4096);
+        assert!(
+            located(&other) != at,
+            "memory a copy may still write was handed to another buffer"
+        );
+        drop(wait);
+        assert_eq!(
+            words(&client, &other).len(),
+            1024,
+            "work after the wait runs"
+        );
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub struct Arrival<R: Runtime> {
     pub handle: Handle,
     /// `None`: kernels queued after the copy returned see the bytes. `Some`: the bytes are
     /// still moving; queue the wait ([`FlagWait::enqueue`]) before reading them (dropped, it
-    /// is queued then).
+    /// is queued then; it holds `handle`'s memory until it is).
     pub pending: Option<FlagWait<R>>,
 }
 

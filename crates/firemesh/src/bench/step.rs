@@ -174,17 +174,21 @@ pub fn sharded<B: Backend>(
     timed_steps::<Ad<B>>(mesh, net, batch, reduce, memory, work, label)
 }
 
-/// `work`'s per-rank batch through `Autodiff<B>` on one device: the inner backend alone.
+/// `work`'s per-rank batch through `Autodiff<B>` on one device: the inner backend alone. It runs
+/// on the device stream too (`firemesh_collective::stream`), so that its memory is counted from
+/// the same pool as the mesh's and both runs reuse one pool rather than each keep its own.
 pub fn inner<B: Backend>(
     device: &B::Device,
     work: &Work,
     memory: &dyn Fn() -> Option<u64>,
     label: &str,
 ) -> Result<Measured> {
-    Autodiff::<B>::seed(device, 7);
-    let net = work.net.init::<Autodiff<B>>(device)?;
-    let batch = || Ok(work.batch::<Autodiff<B>>(0, device));
-    timed_steps::<Autodiff<B>>(device, net, batch, |_, _| 0, memory, work, label)
+    firemesh_collective::DeviceStream::run(|| {
+        Autodiff::<B>::seed(device, 7);
+        let net = work.net.init::<Autodiff<B>>(device)?;
+        let batch = || Ok(work.batch::<Autodiff<B>>(0, device));
+        timed_steps::<Autodiff<B>>(device, net, batch, |_, _| 0, memory, work, label)
+    })
 }
 
 /// The batch whose rank `r` part is `parts[r]`.
