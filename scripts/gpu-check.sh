@@ -1,173 +1,345 @@
 #!/usr/bin/env bash
-# CUDA checks of the collective layer, of Sharded<Cuda> training and of its throughput (firemesh
-# bench), in two halves:
-#   scripts/gpu-check.sh build   on a CPU-only build machine: release binaries -> target/gpu-check/
-#   scripts/gpu-check.sh run     on the GPU machine (no internet, no cargo needed): runs them,
-#                                across the GPUs present (with one GPU, N logical ranks on it)
-# `run` exits 2 with a clear message where no GPU, driver or CUDA toolkit (NVRTC and headers,
-# which CubeCL compiles its kernels with) is present; it is sized to finish in < 8 min.
-# cudarc binds the CUDA version of the build machine's nvcc, or the newest it knows (13.x) when
-# there is none: for a GPU machine whose driver is older, build with e.g. CUDARC_CUDA_VERSION=12080.
-set -euo pipefail
+# firemesh's check of a lent GPU machine, in two phases that each fit one call of it (at most
+# 10 minutes a call, 15 minutes in all; only the files under $OUT come back, 8 at most).
+#
+#   scripts/gpu-check.sh build                   here, on a CPU machine: release binaries,
+#                                                stripped and gzipped, in target/gpu-check/bin
+#                                                (at most 64 MiB; carry target/gpu-check)
+#   scripts/gpu-check.sh run correct|speed       there: one phase, under PHASE_SECONDS (510 s)
+#   scripts/gpu-check.sh rehearse correct|speed  here: the same phase, with wgpu over Mesa's
+#                                                lavapipe standing in for CUDA
+#
+# correct: the collective suites (synchronous and stream-ordered copies; ranks on one GPU copying
+#   as two GPUs would; the stream-ordered suite with every stream in one hardware queue),
+#   compute-sanitizer's memcheck on the collectives, the stress test of streams, and
+#   Sharded<Cuda> training on 1 and 2 ranks (in turn and on rank threads), which must agree.
+# speed: the all-reduce benchmark (both copies, NCCL, the device's copy bound), firemesh bench
+#   (ResNet-50 at batch 256 and the zoo on 1 and 2 ranks, against plain Burn CUDA), PyTorch's
+#   ResNet-50 and GPT-2 small in FP32, TF32 and AMP on the same GPU (scripts/torch_peers.py),
+#   and burn-train's DDP strategy.
+#
+# Each phase writes to $OUT (target/gpu-check/out when unset) summary-PHASE.md, whose first lines say
+# what the machine has (GPU, driver, CUDA, NCCL, sanitizer) and then each step's verdict and
+# time, PHASE.log (all output), and the phase's tables. The steps' time limits add up to at most
+# the phase's budget; the script checks that before it starts a step.
+#
+# CUDA_VERSION (default 13000, what driver 580 runs) is the CUDA API the binaries are built
+# against: cudarc binds the newest it knows when no toolkit is on the build machine, which can
+# be newer than the lent machine's driver. GPU_CHECK_QUICK=1 shrinks every step (the rehearsal
+# in the tests uses it); GPU_CHECK_BIN names a folder of unpacked binaries to use instead.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=target/gpu-check
+BUNDLE=target/gpu-check
+OUT=${OUT:-$BUNDLE/out}
+CUDA_VERSION=${CUDA_VERSION:-13000}
+PHASE_SECONDS=${PHASE_SECONDS:-510}
+QUICK=${GPU_CHECK_QUICK:-0}
+BINARIES=(firemesh collectives backend allreduce ddp_step)
+MAX_BUNDLE_BYTES=$((64 * 1024 * 1024))
 
-case "${1:-}" in
-build)
-    mkdir -p "$OUT"
-    # The collective test suite (one binary); `run` selects its CUDA tests.
-    test_bin=$(cargo test --release -p firemesh-collective --test collective --no-run --message-format=json 2>/dev/null \
-        | grep -o '"executable":"[^"]*/collective-[^"]*"' | tail -1 | cut -d'"' -f4)
-    cp "$test_bin" "$OUT/cuda_collectives"
-    # The backend's test binary, for its stress test of streams on CUDA.
-    test_bin=$(cargo test --release -p firemesh-backend --test backend --no-run --message-format=json 2>/dev/null \
-        | grep -o '"executable":"[^"]*/backend-[^"]*"' | tail -1 | cut -d'"' -f4)
-    cp "$test_bin" "$OUT/cuda_backend"
-    # `nccl` turns on Burn's `distributed` feature for this binary only (the Burn crates are
-    # rebuilt once for it).
-    cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce
-    cp target/release/allreduce "$OUT/allreduce"
-    cargo build --release -p firemesh --bin firemesh
-    cp target/release/firemesh "$OUT/firemesh"
-    # burn-train's DDP strategy, the peer of `firemesh bench` on CUDA: Burn's `distributed`
-    # feature is on in this package's build only (it cannot be in a build with the CPU mesh).
-    cargo build --release -p firemesh-peers --features ddp --bin ddp_step
-    cp target/release/ddp_step "$OUT/ddp_step"
-    strip "$OUT"/* 2>/dev/null || true
-    # Compressed, the four travel in about a third of their size (`run` unpacks them).
-    gzip -f -6 "$OUT/cuda_collectives" "$OUT/cuda_backend" "$OUT/allreduce" "$OUT/firemesh" "$OUT/ddp_step"
-    ls -la "$OUT"
-    ;;
-run)
-    if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-        echo "gpu-check: no NVIDIA GPU or driver on this machine; nothing to check" >&2
-        exit 2
-    fi
-    for bin in cuda_collectives cuda_backend allreduce firemesh ddp_step; do
-        if [ -f "$OUT/$bin.gz" ]; then
-            gzip -dc "$OUT/$bin.gz" >"$OUT/$bin.tmp" || { echo "gpu-check: cannot unpack $OUT/$bin.gz" >&2; exit 2; }
-            chmod +x "$OUT/$bin.tmp" && mv "$OUT/$bin.tmp" "$OUT/$bin"
-        fi
-        [ -x "$OUT/$bin" ] || { echo "gpu-check: run '$0 build' first (missing $OUT/$bin.gz)" >&2; exit 2; }
+# The test binary of package $1's integration test $2, built in release.
+test_binary() {
+    cargo test --release -p "$1" --test "$2" --no-run --message-format=json 2>/dev/null |
+        grep -o "\"executable\":\"[^\"]*/$2-[^\"]*\"" | tail -1 | cut -d'"' -f4
+}
+
+build() {
+    export CUDARC_CUDA_VERSION=$CUDA_VERSION
+    rm -rf "$BUNDLE/bin" && mkdir -p "$BUNDLE/bin" || return 1
+    local staged=$BUNDLE/staged
+    mkdir -p "$staged"
+    cargo build --release -p firemesh --bin firemesh || return 1
+    cp target/release/firemesh "$staged/firemesh"
+    cp "$(test_binary firemesh-collective collective)" "$staged/collectives" || return 1
+    cp "$(test_binary firemesh-backend backend)" "$staged/backend" || return 1
+    # `nccl` and `ddp` turn on Burn's `distributed` feature, for these two binaries only.
+    cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce || return 1
+    cp target/release/allreduce "$staged/allreduce"
+    cargo build --release -p firemesh-peers --features ddp --bin ddp_step || return 1
+    cp target/release/ddp_step "$staged/ddp_step"
+    local b
+    for b in "${BINARIES[@]}"; do
+        strip "$staged/$b" 2>/dev/null
+        gzip -c -9 "$staged/$b" >"$BUNDLE/bin/$b.gz" || return 1
     done
-    # CubeCL compiles every kernel at run time with NVRTC, against the CUDA toolkit's headers:
-    # the driver alone is not enough. The toolkit is looked for where CubeCL looks.
-    if [ -n "${CUDA_PATH:-}" ]; then cuda_home=$CUDA_PATH
-    elif [ -d /usr/local/cuda ]; then cuda_home=/usr/local/cuda
-    elif [ -d /opt/cuda ]; then cuda_home=/opt/cuda
-    elif [ -x /usr/bin/nvcc ]; then cuda_home=/usr
-    else cuda_home=/usr/local/cuda
-    fi
-    if [ ! -f "$cuda_home/include/cuda_runtime.h" ]; then
-        echo "gpu-check: the CUDA toolkit's headers are missing ($cuda_home/include/cuda_runtime.h); install the toolkit or set CUDA_PATH" >&2
-        exit 2
-    fi
-    for lib in lib64 lib; do
-        if [ -d "$cuda_home/$lib" ]; then
-            export LD_LIBRARY_PATH="$cuda_home/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        fi
-    done
-    nvrtc_found() {
-        ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' && return 0
-        for f in "$cuda_home"/lib64/libnvrtc.so* "$cuda_home"/lib/libnvrtc.so*; do
-            [ -e "$f" ] && return 0
-        done
+    rm -rf "$staged"
+    local bytes
+    bytes=$(du -cb "$BUNDLE"/bin/*.gz | tail -1 | cut -f1)
+    ls -la "$BUNDLE/bin"
+    echo "gpu-check: bundle of $((bytes / 1024 / 1024)) MiB built against CUDA $CUDA_VERSION"
+    if [ "$bytes" -gt "$MAX_BUNDLE_BYTES" ]; then
+        echo "gpu-check: the bundle is over 64 MiB: it cannot travel to the lent machine" >&2
         return 1
-    }
-    if ! nvrtc_found; then
-        echo "gpu-check: the CUDA runtime compiler (libnvrtc) is missing; install the CUDA toolkit" >&2
-        exit 2
     fi
-    export CUDA_PATH="$cuda_home"
-    nvidia-smi -L
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
-    mkdir -p benches/results
-    failed=()
-    # Runs one step; a failure or a time-out is reported and the other steps still run.
-    step() {
-        local name=$1 rc=0
-        shift
-        echo "== gpu-check: $name"
-        "$@" || rc=$?
-        if [ "$rc" -ne 0 ]; then
-            echo "gpu-check: step '$name' failed (exit $rc; 124 is a time-out)" >&2
-            failed+=("$name")
+}
+
+# The folder of unpacked binaries: $GPU_CHECK_BIN, or the bundle unpacked into a scratch folder.
+unpack() {
+    if [ -n "${GPU_CHECK_BIN:-}" ]; then
+        BIN=$GPU_CHECK_BIN
+        return 0
+    fi
+    BIN=$(mktemp -d)
+    local b
+    for b in "${BINARIES[@]}"; do
+        [ -f "$BUNDLE/bin/$b.gz" ] || { echo "gpu-check: run '$0 build' first (missing $BUNDLE/bin/$b.gz)" >&2; return 2; }
+        gzip -dc "$BUNDLE/bin/$b.gz" >"$BIN/$b" && chmod +x "$BIN/$b" || return 2
+    done
+}
+
+# Finds the CUDA pieces a pip-installed PyTorch brings when no toolkit is installed, and makes
+# the names cudarc and CubeCL look for: CUDA_PATH with the runtime's headers (CubeCL compiles
+# its kernels with NVRTC against them), unversioned libnvrtc and libnccl (a pip NCCL ships only
+# libnccl.so.2). Sets FOUND_* for the summary.
+find_cuda() {
+    local libs
+    libs=$(mktemp -d)
+    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    local site
+    site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    local roots=(/usr/local/cuda /opt/cuda /usr)
+    local d
+    for d in $site; do roots+=("$d/nvidia"); done
+    first_file() { find "${roots[@]}" -maxdepth 6 -name "$1" 2>/dev/null | head -1; }
+    if [ -z "${CUDA_PATH:-}" ] || [ ! -f "$CUDA_PATH/include/cuda_fp16.h" ]; then
+        local header
+        header=$(first_file cuda_fp16.h)
+        if [ -n "$header" ]; then
+            local home
+            home=$(mktemp -d)
+            ln -s "$(dirname "$header")" "$home/include"
+            export CUDA_PATH=$home
         fi
-    }
-    # Collective tests on CUDA: absence of a GPU or of NVRTC is a failure here, not a skip.
-    # Each suite twice: transfers waiting on the host (the default), then stream-ordered ones
-    # (FIREMESH_CUDA_COPY=stream), which wait for each other on the devices: a hang there is a
-    # time-out of its own step.
-    step "collective tests, synchronous copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::sync:: --test-threads=1
-    step "collective tests, stream-ordered copies" env FIREMESH_REQUIRE_CUDA=1 timeout 150 "$OUT/cuda_collectives" cuda::stream:: --test-threads=1
-    # Burn ops and collectives from many threads on the same GPUs for 30 s (issue 28): every sum
-    # exact, every training run equal to the first bit for bit.
-    step "streams: Burn ops and collectives from many threads" env FIREMESH_REQUIRE_CUDA=1 timeout 90 "$OUT/cuda_backend" stress::burn_ops_and_collectives_share_cuda_devices_from_many_threads
-    # Sharded<Cuda> training: 2 ranks must reach the losses of 1 rank (same global batch).
-    # train RANKS [LABEL]: its log is train-LABEL.log (LABEL defaults to RANKS).
-    train() { local label=${2:-$1}; timeout 60 "$OUT/firemesh" train --mesh cuda --ranks "$1" --share-devices --steps 10 --log-every 5 --run-dir "$OUT/run-$label" >"$OUT/train-$label.log" 2>&1; local rc=$?; cat "$OUT/train-$label.log"; return $rc; }
-    # The same on rank threads: each rank issues its work from its own thread.
-    train_on_rank_threads() { FIREMESH_RANK_THREADS=1 train 2 2-rank-threads; }
-    step "train on 1 rank" train 1
-    step "train on 2 ranks" train 2
-    step "train on 2 ranks, rank threads" train_on_rank_threads
-    # "first last" loss of the run on $1 ranks, from its log.
-    losses() { grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$OUT/train-$1.log" | awk '{print $2, $4}'; }
-    # same_losses A B: the runs labelled A and B reach the same first and last losses.
-    same_losses() {
-        local l1 l2
-        l1=$(losses "$1")
-        l2=$(losses "$2")
-        awk -v l1="$l1" -v l2="$l2" 'BEGIN {
-            split(l1, a, " "); split(l2, b, " ")
-            if (a[2] == "" || b[2] == "") { print "no final loss in a training log"; exit 1 }
-            if (!(a[2] < a[1])) { print "the loss did not fall: " l1; exit 1 }
-            for (i = 1; i <= 2; i++) {
-                d = a[i] - b[i]; if (d < 0) d = -d
-                if (d > 1e-3 * a[i]) { print "the runs trained differently: " l1 " vs " l2; exit 1 }
-            }
-            print "the same losses: " l1 " vs " l2 }'
-    }
-    compare() {
-        same_losses 1 2 || return 1
-        # With 2 GPUs the ranks are on different devices, so the sums must go through our group.
-        if [ "$gpus" -ge 2 ]; then
-            grep -q "[0-9] mesh-group" "$OUT/train-2.log" || { echo "no sums through the CubeCL group"; return 1; }
+    fi
+    FOUND_HEADERS=${CUDA_PATH:-none}
+    local name lib
+    for name in nvrtc nccl; do
+        lib=$(first_file "lib$name.so*")
+        if [ -n "$lib" ]; then
+            ln -sf "$lib" "$libs/lib$name.so"
+            eval "FOUND_${name^^}=\$lib"
         else
-            echo "one GPU: both ranks share it and sum in place; the CubeCL group was not used by training"
+            eval "FOUND_${name^^}=none"
         fi
-    }
-    step "1 vs 2 ranks" compare
-    step "2 ranks in turn vs on rank threads" same_losses 2 2-rank-threads
-    # With 2 GPUs the sums cross devices: the same run with stream-ordered copies.
-    if [ "$gpus" -ge 2 ]; then
-        train_stream_ordered() { FIREMESH_CUDA_COPY=stream train 2 2-stream; }
-        step "train on 2 GPUs, stream-ordered copies" train_stream_ordered
-        step "synchronous vs stream-ordered copies" same_losses 2 2-stream
+    done
+    # NVRTC's builtins library sits beside it.
+    [ "$FOUND_NVRTC" != none ] && export LD_LIBRARY_PATH="$(dirname "$FOUND_NVRTC"):$LD_LIBRARY_PATH"
+    [ "$FOUND_NCCL" != none ] && export LD_LIBRARY_PATH="$(dirname "$FOUND_NCCL"):$LD_LIBRARY_PATH"
+    if command -v compute-sanitizer >/dev/null 2>&1; then
+        FOUND_SANITIZER=$(command -v compute-sanitizer)
+    elif [ -x "${CUDA_PATH:-/nonexistent}/bin/compute-sanitizer" ]; then
+        FOUND_SANITIZER=$CUDA_PATH/bin/compute-sanitizer
+    else
+        FOUND_SANITIZER=none
     fi
-    # Bandwidth table: CUDA rows of both transfers (`stream/sync` compares them) beside NCCL's all-reduce on the same sizes (where the ranks
-    # are on distinct GPUs: NCCL takes a GPU once per communicator), the device's copy
-    # bandwidth (the HBM bound) and burn-collective on Flex; the table is rewritten after each
-    # rank count, so a time limit still leaves the rows measured.
-    step "allreduce benchmark" timeout 140 "$OUT/allreduce" --no-wgpu --nccl --ranks 2,4,8 --min-kib 4 --max-mib 256 --cpu-max-mib 16 --iters 5 --out benches/results/cuda
-    # Zoo throughput through Sharded<Cuda> against plain Burn CUDA and burn-train's MultiDevice:
-    # ResNet-50 at batch 256 on one rank (the overhead), then N logical ranks of 64 images or
-    # 8 GPT-2 sequences each (weak scaling; with one GPU they share it).
-    step "bench: ResNet-50 batch 256, one rank" timeout 90 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps 3 --out benches/results/cuda/bench-batch256
-    step "bench: zoo on N ranks" timeout 150 "$OUT/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps 3 --out benches/results/cuda/bench
-    # Rank threads on CUDA (off by default until measured): the same ResNet-50 rows at N = 2.
-    step "bench: ResNet-50 on rank threads" env FIREMESH_RANK_THREADS=1 timeout 60 "$OUT/firemesh" bench --runtimes cuda --models resnet50 --ranks 2 --steps 3 --out benches/results/cuda/bench-rank-threads
-    # The peer: burn-train's Learner on one GPU, and its DDP strategy (NCCL, loaded at run
-    # time) over 1 to 8 GPUs, on the zoo's models at the sizes of the bench above.
-    step "bench: burn-train DDP (the peer)" timeout 150 "$OUT/ddp_step" --models resnet50,gpt2-small --steps 2 --out benches/results/cuda/ddp
-    if [ ${#failed[@]} -ne 0 ]; then
-        echo "gpu-check: FAILED: ${failed[*]}" >&2
-        exit 1
+}
+
+# The first lines of the summary: what this machine is.
+header() {
+    {
+        echo "# gpu-check: $PHASE ($RT)"
+        echo
+        echo "- date: $(date -u +%FT%TZ); commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+        if [ "$RT" = cuda ]; then
+            echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | paste -sd ';')"
+            echo "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), CUDA $(nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | cut -d' ' -f3); built against $CUDA_VERSION"
+            echo "- CUDA headers: $FOUND_HEADERS; NVRTC: $FOUND_NVRTC; NCCL: $FOUND_NCCL; compute-sanitizer: $FOUND_SANITIZER"
+            echo "- PyTorch: $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo none)"
+        else
+            echo "- rehearsal: wgpu (Mesa's lavapipe where no GPU is present) stands in for CUDA; steps with no wgpu counterpart say so"
+        fi
+        echo "- cores: $(nproc); phase budget: ${PHASE_SECONDS} s"
+        echo
+        echo "| step | verdict | seconds (limit) |"
+        echo "|---|---|---|"
+    } >"$SUMMARY"
+    head -7 "$SUMMARY"
+}
+
+# step NAME LIMIT COMMAND...: runs COMMAND under LIMIT seconds, appending its output to the
+# phase's log; its verdict and time go to the summary. A step whose command is `-` has no
+# counterpart on this runtime.
+SPENT=0
+FAILED=()
+step() {
+    local name=$1 limit=$2
+    shift 2
+    if [ "$1" = - ]; then
+        echo "| $name | not on $RT${2:+: $2} | - |" >>"$SUMMARY"
+        return 0
     fi
-    echo "gpu-check: all steps passed"
-    ;;
+    if [ $((SPENT + limit)) -gt "$PHASE_SECONDS" ]; then
+        echo "gpu-check: step '$name' would pass the phase's budget ($SPENT + $limit > $PHASE_SECONDS s)" >&2
+        echo "| $name | over the phase's budget | - |" >>"$SUMMARY"
+        FAILED+=("$name")
+        return 0
+    fi
+    SPENT=$((SPENT + limit))
+    echo "== gpu-check: $name" | tee -a "$LOG"
+    local start rc=0 verdict
+    start=$(date +%s)
+    if declare -F "$1" >/dev/null; then
+        # A function of this script: run in a shell of its own, which `timeout` can stop.
+        timeout --kill-after=5 "$limit" bash -c "$(declare -f "$1" same_losses); $1 \"\$@\"" _ "${@:2}" >>"$LOG" 2>&1 || rc=$?
+    else
+            { timeout --kill-after=5 "$limit" "$@" >>"$LOG" 2>&1; } 2>/dev/null || rc=$?
+    fi
+    local took=$(($(date +%s) - start))
+    case $rc in
+    0) verdict=passed ;;
+    124 | 137) verdict="timed out"; FAILED+=("$name") ;;
+    *) verdict="failed (exit $rc)"; FAILED+=("$name") ;;
+    esac
+    echo "   $verdict in $took s" | tee -a "$LOG"
+    echo "| $name | $verdict | $took ($limit) |" >>"$SUMMARY"
+}
+
+# train RANKS LABEL [ENV...]: a short Sharded training run; its loss line goes to the log.
+train() {
+    local ranks=$1 label=$2
+    shift 2
+    local steps=10
+    [ "$QUICK" = 1 ] && steps=4
+    env "$@" "$BIN/firemesh" train --mesh "$RT" --ranks "$ranks" --share-devices --steps "$steps" \
+        --log-every "$steps" --run-dir "$SCRATCH/run-$label" >"$SCRATCH/train-$label.log" 2>&1
+    local rc=$?
+    cat "$SCRATCH/train-$label.log"
+    return $rc
+}
+
+# same_losses A B: the training runs labelled A and B reached the same first and last losses.
+same_losses() {
+    local l1 l2
+    l1=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$SCRATCH/train-$1.log" | awk '{print $2, $4}')
+    l2=$(grep -Eo 'loss [0-9]+\.[0-9]+ -> [0-9]+\.[0-9]+' "$SCRATCH/train-$2.log" | awk '{print $2, $4}')
+    awk -v l1="$l1" -v l2="$l2" -v a="$1" -v b="$2" 'BEGIN {
+        split(l1, x, " "); split(l2, y, " ")
+        if (x[2] == "" || y[2] == "") { print "no final loss in a training log"; exit 1 }
+        if (!(x[2] < x[1])) { print "the loss did not fall: " l1; exit 1 }
+        for (i = 1; i <= 2; i++) {
+            d = x[i] - y[i]; if (d < 0) d = -d
+            if (d > 1e-3 * x[i]) { print a " and " b " trained differently: " l1 " vs " l2; exit 1 }
+        }
+        print a " and " b ": the same losses, " l1 " vs " l2 }'
+}
+
+compare_runs() {
+    same_losses 1 2 && same_losses 2 2-threads
+}
+
+phase_correct() {
+    local c=$BIN/collectives
+    if [ "$RT" = cuda ]; then
+        local quick=()
+        [ "$QUICK" = 1 ] && quick=(rounding)
+        step "collectives, synchronous copies" 75 env FIREMESH_REQUIRE_CUDA=1 "$c" "cuda::sync::${quick[*]:-}" --test-threads=1
+        step "collectives, stream-ordered copies" 75 env FIREMESH_REQUIRE_CUDA=1 "$c" "cuda::stream::${quick[*]:-}" --test-threads=1
+        step "collectives, one GPU as two" 60 env FIREMESH_REQUIRE_CUDA=1 "$c" cuda::sync_as_peers:: cuda::stream_as_peers:: --test-threads=1
+        step "stream-ordered, one hardware queue" 60 env FIREMESH_REQUIRE_CUDA=1 CUDA_DEVICE_MAX_CONNECTIONS=1 "$c" cuda::stream:: --test-threads=1
+        if [ "$FOUND_SANITIZER" != none ]; then
+            step "memcheck of the collectives" 60 "$FOUND_SANITIZER" --tool memcheck --error-exitcode 3 "$c" cuda::stream::rounding_and_agreement cuda::sync::rounding_and_agreement --test-threads=1
+        else
+            step "memcheck of the collectives" 0 - "compute-sanitizer is not installed"
+        fi
+        step "streams: Burn ops and collectives from many threads" 50 env FIREMESH_REQUIRE_CUDA=1 "$BIN/backend" stress::burn_ops_and_collectives_share_cuda_devices_from_many_threads
+    else
+        local filter=wgpu::
+        [ "$QUICK" = 1 ] && filter=wgpu::rounding
+        step "collectives, synchronous copies" 75 env FIREMESH_REQUIRE_WGPU=1 "$c" "$filter"
+        step "collectives, stream-ordered copies" 0 - "wgpu transfers are read-backs"
+        step "collectives, one GPU as two" 0 - "wgpu clients are separate devices already"
+        step "stream-ordered, one hardware queue" 0 - "CUDA_DEVICE_MAX_CONNECTIONS is CUDA's"
+        step "memcheck of the collectives" 0 - "compute-sanitizer is CUDA's"
+        local stress=stress::burn_ops_and_collectives_share_one_wgpu_device
+        [ "$QUICK" = 1 ] && stress=stress::every_part_of_a_wgpu_run
+        step "streams: Burn ops and collectives from many threads" 50 env FIREMESH_REQUIRE_WGPU=1 "$BIN/backend" "$stress"
+    fi
+    step "train on 1 rank" 35 train 1 1
+    step "train on 2 ranks" 35 train 2 2
+    step "train on 2 ranks, rank threads" 35 train 2 2-threads FIREMESH_RANK_THREADS=1
+    step "1 vs 2 ranks, in turn vs rank threads" 5 compare_runs
+}
+
+phase_speed() {
+    local tables=$SCRATCH/tables
+    mkdir -p "$tables"
+    if [ "$RT" = cuda ]; then
+        local sizes=(--max-mib 256 --cpu-max-mib 16) steps=3
+        [ "$QUICK" = 1 ] && sizes=(--max-mib 4 --cpu-max-mib 1) && steps=1
+        step "all-reduce: ours, NCCL, the copy bound" 90 "$BIN/allreduce" --no-wgpu --nccl --ranks 2,4,8 --min-kib 4 "${sizes[@]}" --iters 5 --out "$tables/allreduce"
+        step "bench: ResNet-50 at batch 256, one rank" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps "$steps" --out "$tables/bench-256"
+        step "bench: ResNet-50 and GPT-2 small on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps "$steps" --out "$tables/bench"
+        if python3 -c 'import torch, torchvision' 2>/dev/null; then
+            step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 110 python3 scripts/torch_peers.py time --seconds 100 --out "$tables/torch.json"
+            step "firemesh against PyTorch" 10 python3 scripts/torch_peers.py compare --torch "$tables/torch.json" --bench "$tables/bench-256/bench.json" --bench "$tables/bench/bench.json" --out "$tables/peers.md"
+        else
+            step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 0 - "PyTorch with torchvision is not installed"
+        fi
+        step "burn-train DDP (the peer)" 60 "$BIN/ddp_step" --models resnet50,gpt2-small --steps 2 --out "$tables/ddp"
+    else
+        if [ -x "$BIN/allreduce" ]; then
+            step "all-reduce: ours, the copy bound" 90 "$BIN/allreduce" --ranks 2,4 --min-kib 4 --max-mib 4 --cpu-max-mib 1 --iters 3 --out "$tables/allreduce"
+        else
+            # The tests' rehearsal has no benchmark binaries: the CLI's all-reduce stands in.
+            step "all-reduce: ours, the copy bound" 90 "$BIN/firemesh" demo --mesh wgpu --ranks 2 --mib 4
+        fi
+        step "bench: ResNet-50 at batch 256, one rank" 0 - "a software Vulkan driver trains the tiny ResNet instead (next step)"
+        local models=resnet-tiny,gpt-tiny
+        [ "$QUICK" = 1 ] && models=gpt-tiny
+        step "bench: the tiny ResNet and GPT on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes wgpu --models "$models" --ranks 1,2 --steps 2 --warmup 1 --out "$tables/bench"
+        step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 0 - "PyTorch's peer runs on a GPU"
+        step "burn-train DDP (the peer)" 0 - "DDP runs NCCL on CUDA"
+    fi
+    # The tables under their own names, and one archive of their JSON files and charts.
+    local from to
+    for from in allreduce/allreduce.md bench-256/bench.md bench/bench.md peers.md ddp/ddp.md; do
+        to=${from%/bench.md}
+        to=${to##*/}
+        to=${to%.md}.md
+        [ -f "$tables/$from" ] && cp "$tables/$from" "$OUT/$to"
+    done
+    (cd "$tables" && find . -name '*.json' -o -name '*.png' | tar -czf "$OUT/results.tar.gz" -T -) 2>/dev/null
+}
+
+run_phase() {
+    PHASE=$1
+    case $PHASE in correct | speed) ;; *) echo "usage: $0 $MODE correct|speed" >&2; return 2 ;; esac
+    mkdir -p "$OUT" || return 2
+    LOG=$OUT/$PHASE.log
+    SUMMARY=$OUT/summary-$PHASE.md
+    : >"$LOG"
+    SCRATCH=$(mktemp -d)
+    export RT QUICK SCRATCH
+    if [ "$RT" = cuda ]; then
+        if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+            echo "gpu-check: no NVIDIA GPU or driver on this machine; nothing to check" >&2
+            return 2
+        fi
+        find_cuda
+    fi
+    unpack || return 2
+    export BIN
+    header
+    "phase_$PHASE"
+    {
+        echo
+        if [ ${#FAILED[@]} -eq 0 ]; then
+            echo "All steps passed; the steps' limits add up to $SPENT of the phase's $PHASE_SECONDS s."
+        else
+            echo "FAILED: ${FAILED[*]} (their output is in $PHASE.log)."
+        fi
+    } >>"$SUMMARY"
+    tail -1 "$SUMMARY"
+    [ ${#FAILED[@]} -eq 0 ]
+}
+
+MODE=${1:-}
+case $MODE in
+build) build ;;
+run) RT=cuda && run_phase "${2:-}" ;;
+rehearse) RT=wgpu && run_phase "${2:-}" ;;
 *)
-    echo "usage: $0 build|run" >&2
+    echo "usage: $0 build | run correct|speed | rehearse correct|speed" >&2
     exit 2
     ;;
 esac

@@ -219,9 +219,9 @@ fn main() {
         );
     }
     md += "\nOn CUDA, `ours cuda` waits on the host for both devices around each transfer \
-           (`Transfer::Synchronous`, the default); `ours cuda stream` queues transfers on raw \
+           (`Transfer::Synchronous`, `FIREMESH_CUDA_COPY=sync`); `ours cuda stream` queues transfers on raw \
            streams ordered against CubeCL's with flags in device memory \
-           (`Transfer::StreamOrdered`, `FIREMESH_CUDA_COPY=stream`); `stream/sync` is the \
+           (`Transfer::StreamOrdered`, the default); `stream/sync` is the \
            ratio of their times (above 1: stream-ordered is faster). ";
     md += "`NCCL` is NCCL's all-reduce as Burn's `DistributedBackend::all_reduce` \
            issues it (through CubeCL, one thread per rank), on buffers of the same size; `cuda copy` \

@@ -52,9 +52,13 @@ impl<D: 'static> MeshInner<D> {
 
 /// Whether new meshes over devices `D` run their ranks on their own threads. The environment
 /// variable `FIREMESH_RANK_THREADS` (read once) decides: `0` never, `1` always. Unset (another
-/// value is warned about): on CPU devices, not on CubeCL devices (wgpu, CUDA), because on the
-/// 2-core machine this was measured on, rank threads cost a lavapipe mesh more host time per
-/// op than ranks in turn (`op_host_time`), and no GPU mesh has measured them yet.
+/// value is warned about): on CPU devices and CUDA GPUs, not on wgpu devices. On the CPU, Flex
+/// computes where it is called, so the ranks compute at once. On GPUs, one host thread issuing
+/// every rank's ops in turn is the bottleneck: the simulator's host model gives ResNet-50 on 8
+/// GPUs 61% efficiency in turn against 87% on rank threads (not measured on a GPU yet). On
+/// wgpu, whose software driver stands in for GPUs here, rank threads cost a lavapipe mesh more
+/// host time per op than ranks in turn on the 2-core machine this was measured on
+/// (`op_host_time`).
 fn rank_threads_by_default<D: 'static>() -> bool {
     static SETTING: OnceLock<Option<bool>> = OnceLock::new();
     let setting = *SETTING.get_or_init(|| {
@@ -71,7 +75,8 @@ fn rank_threads_by_default<D: 'static>() -> bool {
                 }
             })
     });
-    setting.unwrap_or(!firemesh_collective::stream::has_streams::<D>())
+    use firemesh_collective::stream::{cube_runtime_of, CubeRuntime};
+    setting.unwrap_or(cube_runtime_of::<D>() != Some(CubeRuntime::Wgpu))
 }
 
 /// Why a mesh could not be built.
@@ -210,7 +215,7 @@ impl<D> Mesh<D> {
     /// host, [`Backend::sync`](burn_backend::Backend::sync). On CubeCL devices (wgpu, CUDA) a
     /// rank's thread issues to the device stream, as every thread of firemesh does
     /// (`firemesh_collective::stream`), so each device sees its work in issue order. On by default on CPU devices
-    /// (Flex computes where it is called, so the ranks compute at once), off on CubeCL devices;
+    /// and CUDA GPUs, off on wgpu devices (see `rank_threads_by_default`);
     /// the environment variable `FIREMESH_RANK_THREADS` (`0` or `1`) sets the default for new
     /// meshes of any device. Ranks in turn cost less for streams of tiny ops on a machine with
     /// fewer cores than ranks (`op_host_time`). The setting is shared by every handle to this

@@ -18,12 +18,14 @@ pub enum Algorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Transfer {
     /// Each transfer waits on the host for the work queued on both devices, copies, and
-    /// returns once the copy is complete (`CudaPeerCopy`).
-    #[default]
+    /// returns once the copy is complete (`CudaPeerCopy`): every copy drains both devices.
     Synchronous,
     /// Transfers are queued on raw streams and ordered against the devices' CubeCL streams
     /// with flags in device memory; the host never waits, and a rank's kernels that do not
-    /// read the bytes in flight keep running (`CudaStreamCopy`). Untested on hardware so far.
+    /// read the bytes in flight keep running (`CudaStreamCopy`). The default: a pair of devices
+    /// whose driver refuses any of the stream memory operations it uses (probed when the pair
+    /// first copies) takes the synchronous copy, with a warning. Untested on hardware so far.
+    #[default]
     StreamOrdered,
 }
 
@@ -73,6 +75,11 @@ pub struct CollectiveConfig {
     pub timeout: Duration,
     /// How transfers between CUDA devices are ordered.
     pub transfer: Transfer,
+    /// Ranks that share a CUDA device copy between them as two GPUs would: peer copies
+    /// (`cuMemcpyPeerAsync` rather than a copy within the device) and the pair's peer access
+    /// probed. A test switch, so that a machine with one GPU runs every driver call of the CUDA
+    /// transports; off by default.
+    pub one_device_as_peers: bool,
 }
 
 impl Default for CollectiveConfig {
@@ -85,6 +92,7 @@ impl Default for CollectiveConfig {
             parallel_transfer_bytes: 64 * 1024,
             timeout: Duration::from_secs(60),
             transfer: Transfer::default(),
+            one_device_as_peers: false,
         }
     }
 }
@@ -135,7 +143,7 @@ mod tests {
         assert_eq!(Transfer::parse("stream"), Some(Transfer::StreamOrdered));
         assert_eq!(Transfer::parse("Stream"), None);
         assert_eq!(Transfer::parse(""), None);
-        assert_eq!(Transfer::default(), Transfer::Synchronous);
+        assert_eq!(Transfer::default(), Transfer::StreamOrdered);
     }
 
     #[test]

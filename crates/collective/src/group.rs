@@ -79,7 +79,9 @@ impl<R: CollectiveRuntime> Group<R> {
 
     /// Use `config`, and the transport of its `transfer` (unless one was chosen).
     pub fn with_config(mut self, config: CollectiveConfig) -> Self {
-        if !self.chosen_transport && config.transfer != self.config.transfer {
+        let transport_changes = config.transfer != self.config.transfer
+            || config.one_device_as_peers != self.config.one_device_as_peers;
+        if !self.chosen_transport && transport_changes {
             self.transport = R::transport(&config);
         }
         self.config = config;

@@ -85,12 +85,30 @@ impl DeviceStream {
     }
 }
 
-/// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), whose work runs on streams;
-/// other Burn backends (Flex, NdArray) compute where they are called.
-pub fn has_streams<D: 'static>() -> bool {
+/// The CubeCL runtimes whose devices firemesh knows by type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CubeRuntime {
+    Wgpu,
+    Cuda,
+}
+
+/// The CubeCL runtime whose device `D` is, or `None` for other Burn backends' devices (Flex,
+/// NdArray), which compute where they are called.
+pub fn cube_runtime_of<D: 'static>() -> Option<CubeRuntime> {
     use std::any::TypeId;
     let d = TypeId::of::<D>();
-    d == TypeId::of::<cubecl::wgpu::WgpuDevice>() || d == TypeId::of::<cubecl::cuda::CudaDevice>()
+    if d == TypeId::of::<cubecl::wgpu::WgpuDevice>() {
+        Some(CubeRuntime::Wgpu)
+    } else if d == TypeId::of::<cubecl::cuda::CudaDevice>() {
+        Some(CubeRuntime::Cuda)
+    } else {
+        None
+    }
+}
+
+/// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), whose work runs on streams.
+pub fn has_streams<D: 'static>() -> bool {
+    cube_runtime_of::<D>().is_some()
 }
 
 static HANDOFFS: AtomicU64 = AtomicU64::new(0);

@@ -67,10 +67,10 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
     assert_eq!(got, TensorData::new(want, [12]));
 }
 
-/// Meshes of CPU devices run their ranks on rank threads, meshes of CubeCL devices in turn,
-/// unless the environment says otherwise for both.
+/// Meshes of CPU devices and CUDA GPUs run their ranks on rank threads, meshes of wgpu devices
+/// in turn, unless the environment says otherwise for all.
 #[test]
-fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
+fn rank_threads_are_the_default_on_the_cpu_and_cuda_but_not_on_wgpu() {
     use firemesh_collective::stream::has_streams;
     let setting = match std::env::var("FIREMESH_RANK_THREADS")
         .as_deref()
@@ -85,4 +85,7 @@ fn rank_threads_are_the_default_on_the_cpu_but_not_on_cubecl_devices() {
     assert!(has_streams::<burn_wgpu::WgpuDevice>());
     let wgpu = Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh");
     assert_eq!(wgpu.parallel(), setting.unwrap_or(false));
+    // A mesh is only a list of devices until it is used: no GPU is needed to make this one.
+    let cuda = Mesh::replicate(cubecl::cuda::CudaDevice::new(0), 2).expect("mesh");
+    assert_eq!(cuda.parallel(), setting.unwrap_or(true));
 }

@@ -82,16 +82,32 @@ impl Drop for PrimaryContext {
 #[derive(Default)]
 pub(super) struct PeerAccess {
     opened: Mutex<HashMap<(usize, usize), bool>>,
+    /// A device paired with itself is probed like two devices
+    /// ([`crate::CollectiveConfig::one_device_as_peers`]).
+    one_device_as_peers: bool,
 }
 
 impl PeerAccess {
+    pub fn new(one_device_as_peers: bool) -> Self {
+        Self {
+            opened: Mutex::default(),
+            one_device_as_peers,
+        }
+    }
+
+    /// Whether copies between `a` and `b` go between two devices' memories: they are distinct
+    /// devices, or one device taken as two.
+    pub fn as_peers(&self, a: &PrimaryContext, b: &PrimaryContext) -> bool {
+        a.index != b.index || self.one_device_as_peers
+    }
+
     /// Whether `a` and `b` reach each other's memory directly (always, on one device). The
     /// first call for a pair opens it both ways: the contexts' peer access, for memory
     /// allocated with `cuMemAlloc`, and the access of each device to the other's current memory
     /// pool (`cuMemPoolSetAccess`), from which CubeCL allocates with `cuMemAllocAsync`. Where
     /// it cannot be opened, copies between the two stay correct and the driver stages them.
     pub fn open(&self, a: &PrimaryContext, b: &PrimaryContext) -> bool {
-        if a.index == b.index {
+        if !self.as_peers(a, b) {
             return true;
         }
         let key = (a.index.min(b.index), a.index.max(b.index));

@@ -64,6 +64,16 @@ enum Slot {
 }
 
 impl CudaStreamCopy {
+    /// The copy, taking ranks on one device as two GPUs where `one_device_as_peers`
+    /// ([`crate::CollectiveConfig::one_device_as_peers`]).
+    pub fn new(one_device_as_peers: bool) -> Self {
+        Self {
+            peers: PeerAccess::new(one_device_as_peers),
+            fallback: CudaPeerCopy::new(one_device_as_peers),
+            ..Self::default()
+        }
+    }
+
     /// The lane for `from` → `to`, made on first use.
     fn slot(&self, from: &Rank<CudaRuntime>, to: &Rank<CudaRuntime>) -> Result<Arc<Mutex<Slot>>> {
         let key = LaneKey {
@@ -77,7 +87,7 @@ impl CudaStreamCopy {
         let slot = match Lane::new(from, to, &self.peers)? {
             Some(lane) => Slot::Lane(Box::new(lane)),
             None => {
-                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: synchronous copies", from.index, to.index);
+                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: the driver refuses a stream memory operation (above); synchronous copies for this pair", from.index, to.index);
                 Slot::Synchronous
             }
         };
@@ -196,6 +206,8 @@ struct Lane {
     spare_events: Vec<sys::CUevent>,
     /// Why the lane stopped, after a failure half way through queuing a copy.
     broken: Option<String>,
+    /// Whether copies go between two devices' memories (`cuMemcpyPeerAsync`), or within one.
+    as_peers: bool,
 }
 
 // SAFETY: the raw streams and events are driver objects usable from any thread; a lane is only
@@ -212,6 +224,7 @@ impl Lane {
         let src = PrimaryContext::retain(from.index, &from.device)?;
         let dst = PrimaryContext::retain(to.index, &to.device)?;
         peers.open(&src, &dst);
+        let as_peers = peers.as_peers(&src, &dst);
         let src_flags = catch_runtime(from.index, || flags::new_flags(&from.client, 1))?;
         let dst_flags = catch_runtime(to.index, || flags::new_flags(&to.client, 2))?;
         // Load the flag kernels (a signal of the number a flag holds, a wait that passes at
@@ -242,6 +255,7 @@ impl Lane {
             in_flight: VecDeque::new(),
             spare_events: Vec::new(),
             broken: None,
+            as_peers,
         };
         lane.src_stream = new_stream(from.index, &lane.src)?;
         lane.dst_stream = new_stream(to.index, &lane.dst)?;
@@ -287,7 +301,53 @@ impl Lane {
                 }
             }
         }
+        // The calls between the two raw streams, once: the hand-over event, and the copy of one
+        // word (the source's flag, 0, onto the landed word, which holds 0).
+        lane.src.make_current(from.index)?;
+        // SAFETY: live streams and event of the contexts made current before each call, and
+        // live flag words of at least 4 bytes.
+        let recorded = unsafe { sys::cuEventRecord(lane.ready, lane.src_stream) };
+        lane.dst.make_current(to.index)?;
+        let (waited, copied, done) = unsafe {
+            let waited = sys::cuStreamWaitEvent(lane.dst_stream, lane.ready, 0);
+            let copied = lane.copy_async(lane.dst_flag + 4, lane.src_flag, 4);
+            (waited, copied, sys::cuStreamSynchronize(lane.dst_stream))
+        };
+        for (call, code) in [
+            ("cuEventRecord", recorded),
+            ("cuStreamWaitEvent", waited),
+            (lane.copy_call(), copied),
+            ("cuStreamSynchronize", done),
+        ] {
+            if code != sys::CUresult::CUDA_SUCCESS {
+                tracing::warn!(target: "firemesh::transport", "CUDA ranks {} -> {}: {call} refused ({code:?})", from.index, to.index);
+                return Ok(None);
+            }
+        }
         Ok(Some(lane))
+    }
+
+    /// The driver call that copies between the lane's devices.
+    fn copy_call(&self) -> &'static str {
+        if self.as_peers {
+            "cuMemcpyPeerAsync"
+        } else {
+            "cuMemcpyDtoDAsync"
+        }
+    }
+
+    /// Queues the copy of `bytes` from `src` (on the source device) to `dst` (on the
+    /// destination) on `dst_stream`.
+    ///
+    /// # Safety
+    /// The destination's context is current; both addresses are live device memory of at least
+    /// `bytes` bytes until the copy has run.
+    unsafe fn copy_async(&self, dst: u64, src: u64, bytes: usize) -> sys::CUresult {
+        if self.as_peers {
+            sys::cuMemcpyPeerAsync(dst, self.dst.ctx, src, self.src.ctx, bytes, self.dst_stream)
+        } else {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.dst_stream)
+        }
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -373,7 +433,6 @@ impl Lane {
             None => new_event(to, &self.dst)?,
         };
         self.src.make_current(from)?;
-        let same_device = self.src.index == self.dst.index;
         // SAFETY: live streams and events of the contexts made current before each group of
         // calls; the flag words, the staging and the landing buffer are live allocations of at
         // least the sizes used (the staging buffer is kept in `in_flight` until the copy has
@@ -401,26 +460,11 @@ impl Lane {
                     "cuStreamWaitValue32",
                     wait_value(self.dst_stream, self.dst_flag, seq),
                 )?;
-                if same_device {
-                    check(
-                        to,
-                        "cuMemcpyDtoDAsync",
-                        sys::cuMemcpyDtoDAsync_v2(landing_ptr, stage_ptr, bytes, self.dst_stream),
-                    )?;
-                } else {
-                    check(
-                        to,
-                        "cuMemcpyPeerAsync",
-                        sys::cuMemcpyPeerAsync(
-                            landing_ptr,
-                            self.dst.ctx,
-                            stage_ptr,
-                            self.src.ctx,
-                            bytes,
-                            self.dst_stream,
-                        ),
-                    )?;
-                }
+                check(
+                    to,
+                    self.copy_call(),
+                    self.copy_async(landing_ptr, stage_ptr, bytes),
+                )?;
                 check(
                     to,
                     "cuStreamWriteValue32",

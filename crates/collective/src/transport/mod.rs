@@ -12,7 +12,7 @@ pub use client_copy::ClientCopy;
 pub use cuda_peer::CudaPeerCopy;
 pub use cuda_stream::CudaStreamCopy;
 pub use flags::FlagWait;
-pub use wgpu_staged::WgpuStagedCopy;
+pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 
 use crate::error::{catch_runtime, try_runtime};
 use crate::{CollectiveConfig, DType, Result, Transfer, Unavailable};
@@ -130,8 +130,8 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
     /// waits on the host).
     fn transport(config: &CollectiveConfig) -> Arc<dyn Transport<Self>> {
         match config.transfer {
-            Transfer::Synchronous => Arc::new(CudaPeerCopy::default()),
-            Transfer::StreamOrdered => Arc::new(CudaStreamCopy::default()),
+            Transfer::Synchronous => Arc::new(CudaPeerCopy::new(config.one_device_as_peers)),
+            Transfer::StreamOrdered => Arc::new(CudaStreamCopy::new(config.one_device_as_peers)),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::error::{catch_runtime, try_runtime};
 use crate::{wgpu_devices, CollectiveError, DType, Result};
 use cubecl::{server::Handle, wgpu::WgpuDevice, wgpu::WgpuRuntime};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +34,36 @@ const STAGED_MIN_BYTES: u64 = 1024 * 1024;
 #[derive(Default)]
 pub struct WgpuStagedCopy {
     uploads: Mutex<HashMap<WgpuDevice, Arc<Mutex<Upload>>>>,
+    staged: AtomicU64,
+    through_client_copy: AtomicU64,
+}
+
+/// The transfers a [`WgpuStagedCopy`] made each way, one per destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WgpuTransfers {
+    /// Through the destination's reused upload buffer.
+    pub staged: u64,
+    /// Through the runtime's client copy (small transfers, devices outside the pool).
+    pub client_copy: u64,
+}
+
+impl WgpuStagedCopy {
+    /// The transfers made so far, each way.
+    pub fn transfers(&self) -> WgpuTransfers {
+        WgpuTransfers {
+            staged: self.staged.load(Ordering::Relaxed),
+            client_copy: self.through_client_copy.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count(&self, staged: bool, transfers: usize) {
+        let counter = if staged {
+            &self.staged
+        } else {
+            &self.through_client_copy
+        };
+        counter.fetch_add(transfers as u64, Ordering::Relaxed);
+    }
 }
 
 /// A `MAP_WRITE | COPY_SRC` buffer and, once its last copy is submitted, the pending remap.
@@ -70,12 +101,14 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
             .map(|rank| wgpu_devices::setup_of(&rank.device).filter(|_| stageable(bytes)))
             .collect();
         if setups.iter().all(Option::is_none) {
+            self.count(false, to.len());
             return ClientCopy.copy_many(from, src, to, dtype);
         }
         let data = super::read_back(from, src)?;
         to.iter()
             .zip(setups)
             .map(|(rank, setup)| {
+                self.count(setup.is_some(), 1);
                 match setup {
                     Some(setup) => self.upload_new(&setup, rank, &data),
                     None => super::upload_new(rank, &data),
@@ -109,6 +142,7 @@ impl Transport<WgpuRuntime> for WgpuStagedCopy {
         for ((rank, dst), setup) in to.iter().zip(&setups) {
             self.upload_into(setup, rank, &data, dst.clone())?;
         }
+        self.count(true, to.len());
         Ok(true)
     }
 }

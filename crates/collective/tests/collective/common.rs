@@ -312,6 +312,8 @@ pub struct DeviceHarness<R: firemesh_collective::CollectiveRuntime> {
     pub devices: fn(usize) -> Option<Vec<R::Device>>,
     pub shared: bool,
     pub transfer: Transfer,
+    /// Ranks on one CUDA device copy as two GPUs would (`CollectiveConfig::one_device_as_peers`).
+    pub one_device_as_peers: bool,
 }
 
 impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
@@ -321,6 +323,7 @@ impl<R: firemesh_collective::CollectiveRuntime> Harness for DeviceHarness<R> {
         let devices = (self.devices)(n)?;
         let config = CollectiveConfig {
             transfer: self.transfer,
+            one_device_as_peers: self.one_device_as_peers,
             ..config
         };
         let group = if self.shared {

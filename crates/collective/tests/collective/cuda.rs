@@ -1,5 +1,6 @@
 //! The collective suite on CUDA GPUs: the ranks are the GPUs present, or N logical ranks on one
-//! GPU; every test runs with both transfers (synchronous, stream-ordered). Skipped with a
+//! GPU; every test runs with both transfers (synchronous, stream-ordered), and again with ranks
+//! on one GPU copying as two GPUs would (`*_as_peers`). Skipped with a
 //! message where no GPU is present (`FIREMESH_REQUIRE_CUDA=1` fails instead, as
 //! `scripts/gpu-check.sh` sets).
 
@@ -15,16 +16,22 @@ fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
     Some((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
 }
 
-const fn cuda(transfer: Transfer) -> DeviceHarness<CudaRuntime> {
+const fn cuda(transfer: Transfer, one_device_as_peers: bool) -> DeviceHarness<CudaRuntime> {
     DeviceHarness {
         devices: cuda_ranks,
         shared: true,
         transfer,
+        one_device_as_peers,
     }
 }
 
-const SYNC: DeviceHarness<CudaRuntime> = cuda(Transfer::Synchronous);
-const STREAM: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered);
+const SYNC: DeviceHarness<CudaRuntime> = cuda(Transfer::Synchronous, false);
+const STREAM: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered, false);
+/// Ranks on one GPU copy as two GPUs would (peer copies, peer access probed, the stream-ordered
+/// copy's raw streams and flag waits between two "devices"): what a one-GPU machine can check of
+/// the paths between GPUs.
+const SYNC_AS_PEERS: DeviceHarness<CudaRuntime> = cuda(Transfer::Synchronous, true);
+const STREAM_AS_PEERS: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered, true);
 
 /// The suite for one transfer, as tests named `cuda::<transfer>::…`.
 macro_rules! suite {
@@ -70,3 +77,5 @@ macro_rules! suite {
 
 suite!(sync, SYNC);
 suite!(stream, STREAM);
+suite!(sync_as_peers, SYNC_AS_PEERS);
+suite!(stream_as_peers, STREAM_AS_PEERS);

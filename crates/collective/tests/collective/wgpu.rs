@@ -10,6 +10,7 @@ const WGPU: DeviceHarness<WgpuRuntime> = DeviceHarness {
     devices: common::wgpu_or_skip,
     shared: false,
     transfer: firemesh_collective::Transfer::Synchronous,
+    one_device_as_peers: false,
 };
 
 #[test]

@@ -4,6 +4,7 @@ mod alloc;
 mod bad_input;
 mod bench;
 mod common;
+mod gpu_check;
 mod resume;
 mod simulate;
 mod sources;
