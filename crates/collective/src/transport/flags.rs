@@ -242,25 +242,24 @@ mod tests {
             let r = client.get_resource(h.clone()).expect("resource");
             (r.resource().buffer.clone(), r.resource().offset)
         };
-        // Unguarded, the pool hands freed memory out again at once: what the guard prevents.
-        let freed = client.empty(4096);
-        let at = located(&freed);
-        drop(freed);
-        let next = client.empty(4096);
-        assert!(located(&next) == at, "the pool reuses freed memory at once");
-        drop(next);
-
         let flags = new_flags(&client, 1);
         let landing = client.empty(4096);
         let at = located(&landing);
-        let wait = FlagWait::new(flags, 0, 0, 0, client.clone()).guarding(landing.clone());
-        drop(landing);
+        // A second handle to the memory, to see who else holds it: alone, it may be written in
+        // place (the pool's own reference and this one).
+        let witness = landing.clone();
+        let wait = FlagWait::new(flags, 0, 0, 0, client.clone()).guarding(landing);
+        assert!(
+            !witness.can_mut(),
+            "the wait let go of the memory its copy may still write"
+        );
         let other = client.empty(4096);
         assert!(
             located(&other) != at,
             "memory a copy may still write was handed to another buffer"
         );
         drop(wait);
+        assert!(witness.can_mut(), "the queued wait still holds the memory");
         assert_eq!(
             words(&client, &other).len(),
             1024,
