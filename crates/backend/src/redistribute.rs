@@ -119,6 +119,10 @@ fn slice_blocks<B: Backend, K: Kind<B>>(
             if range.len() == shape[dim] {
                 return p;
             }
+            // An empty block is cut at row 0, which every non-empty dim holds: cut at its own
+            // start (the dim's end for the last rank) a flipped tensor's offset would step
+            // outside its storage (Flex asserts on that; see the README's known issues).
+            let range = if range.is_empty() { 0..0 } else { range };
             let slices: Vec<Slice> = (0..shape.num_dims())
                 .map(|i| {
                     if i == dim {

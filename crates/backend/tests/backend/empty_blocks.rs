@@ -238,3 +238,48 @@ fn an_empty_block_reads_back_and_redistributes() {
     let inner = firemesh_backend::to_inner(xs, &common::CPU);
     assert_close(inner.into_data(), x.to_data(), 0.0, "to_inner");
 }
+
+/// Flex flips and permutes without copying (negative or swapped strides): an empty block cut
+/// from such a tensor must not make the inner backend compute an offset outside its storage
+/// (Flex's `slice` asserts on a negative one in a dev build).
+#[test]
+fn empty_blocks_cut_from_flipped_and_permuted_tensors() {
+    let x = rand([2, 3], 9);
+    type Variant = (&'static str, fn(Tensor<Ref, 2>) -> Tensor<Ref, 2>);
+    fn flip_rows<B: Backend>(t: Tensor<B, 2>) -> Tensor<B, 2> {
+        t.flip([0])
+    }
+    fn flip_both<B: Backend>(t: Tensor<B, 2>) -> Tensor<B, 2> {
+        t.flip([0, 1])
+    }
+    fn flip_then_permute<B: Backend>(t: Tensor<B, 2>) -> Tensor<B, 2> {
+        t.flip([1]).permute([1, 0]).flip([1])
+    }
+    let variants: [(Variant, fn(Tensor<S, 2>) -> Tensor<S, 2>); 3] = [
+        (("flipped rows", flip_rows::<Ref>), flip_rows::<S>),
+        (("flipped both ways", flip_both::<Ref>), flip_both::<S>),
+        (("flipped, permuted", flip_then_permute::<Ref>), flip_then_permute::<S>),
+    ];
+    for ((what, on_ref), on_mesh) in variants {
+        let want = on_ref(x.clone());
+        // One rank more than the longer dim: the last block is empty along either dim.
+        let whole = on_mesh(Tensor::<S, 2>::from_data(x.to_data(), &mesh(4)));
+        for dim in 0..2 {
+            let split = redistribute(whole.clone(), Placement::Shard(dim));
+            let blocks: Vec<usize> = shards(split.clone()).iter().map(|b| b.dims()[dim]).collect();
+            assert_eq!(blocks.last(), Some(&0), "{what}: the last block is empty along {dim}");
+            assert_close(
+                split.clone().into_data(),
+                want.to_data(),
+                0.0,
+                &format!("{what}, split along {dim}"),
+            );
+            assert_close(
+                (split * 2.0).lower_equal_elem(0.5).int().into_data().convert::<f32>(),
+                (want.clone() * 2.0).lower_equal_elem(0.5).int().into_data().convert::<f32>(),
+                0.0,
+                &format!("{what}, split along {dim}, compared"),
+            );
+        }
+    }
+}
