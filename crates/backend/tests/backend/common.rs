@@ -171,7 +171,7 @@ macro_rules! check_op {
             $(let $rest = $rest.clone();)*
             $body.into_data()
         };
-        let mut fallbacks = 0u64;
+        let mut cases = Vec::new();
         for ranks in 1..=4 {
             let mesh = common::mesh(ranks);
             for p in common::placements(&$first.dims(), ranks) {
@@ -185,12 +185,65 @@ macro_rules! check_op {
                     });
                     let ctx = format!("{} with N={ranks}, first {p:?}, rest {q:?}", $name);
                     common::assert_close(got, want.clone(), 1e-5, &ctx);
-                    fallbacks += counts.total_fallbacks();
+                    cases.push(common::Case { ranks, first: p, rest: q, fallbacks: counts.total_fallbacks() });
                 }
             }
         }
-        fallbacks
+        common::Fallbacks { op: $name, cases }
     }};
+}
+
+/// One run of an op in `check_op!`: its mesh, the layouts of its inputs, and how many of its
+/// primitive ops fell back to running replicated.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub ranks: usize,
+    pub first: Layout,
+    pub rest: Layout,
+    pub fallbacks: u64,
+}
+
+/// The fallbacks of every run of one op.
+pub struct Fallbacks {
+    pub op: &'static str,
+    pub cases: Vec<Case>,
+}
+
+impl Fallbacks {
+    pub fn total(&self) -> u64 {
+        self.cases.iter().map(|c| c.fallbacks).sum()
+    }
+
+    /// The op's rule keeps every layout it is given: no run falls back.
+    pub fn none(&self) {
+        self.only_where(|_| false, "no layout");
+    }
+
+    /// Runs fall back exactly where `needs` says the rule cannot keep the inputs' layout
+    /// (`what` says which those are), and in every such run.
+    pub fn only_where(&self, needs: impl Fn(&Case) -> bool, what: &str) {
+        for c in &self.cases {
+            let falls_back = c.fallbacks > 0;
+            assert_eq!(
+                falls_back,
+                needs(c),
+                "{}: {} fallback(s) with N={}, first {:?}, rest {:?}; expected fallbacks for {what}",
+                self.op,
+                c.fallbacks,
+                c.ranks,
+                c.first,
+                c.rest,
+            );
+        }
+    }
+}
+
+impl Layout {
+    /// Split along `dim`, with or without an empty last block (on one rank too: the rules do
+    /// not tell one rank's block from the whole).
+    pub fn splits(self, dim: usize) -> bool {
+        matches!(self, Layout::Shard(d) | Layout::ShardEmptyLast(d) if d == dim)
+    }
 }
 
 /// Every float parameter, flattened, in visiting order.
