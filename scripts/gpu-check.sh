@@ -267,8 +267,8 @@ phase_speed() {
         local sizes=(--max-mib 256 --cpu-max-mib 16) steps=3
         [ "$QUICK" = 1 ] && sizes=(--max-mib 4 --cpu-max-mib 1) && steps=1
         step "all-reduce: ours, NCCL, the copy bound" 90 "$BIN/allreduce" --no-wgpu --nccl --ranks 2,4,8 --min-kib 4 "${sizes[@]}" --iters 5 --out "$tables/allreduce"
-        step "bench: ResNet-50 at batch 256, one rank" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps "$steps" --out "$tables/bench-256"
-        step "bench: ResNet-50 and GPT-2 small on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps "$steps" --out "$tables/bench"
+        step "bench: ResNet-50 at batch 256, one rank" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps "$steps" --repeats 3 --out "$tables/bench-256"
+        step "bench: ResNet-50 and GPT-2 small on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps "$steps" --repeats 3 --out "$tables/bench"
         if python3 -c 'import torch, torchvision' 2>/dev/null; then
             step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 110 python3 scripts/torch_peers.py time --seconds 100 --out "$tables/torch.json"
             step "firemesh against PyTorch" 10 python3 scripts/torch_peers.py compare --torch "$tables/torch.json" --bench "$tables/bench-256/bench.json" --bench "$tables/bench/bench.json" --out "$tables/peers.md"
@@ -286,7 +286,7 @@ phase_speed() {
         step "bench: ResNet-50 at batch 256, one rank" 0 - "a software Vulkan driver trains the tiny ResNet instead (next step)"
         local models=resnet-tiny,gpt-tiny
         [ "$QUICK" = 1 ] && models=gpt-tiny
-        step "bench: the tiny ResNet and GPT on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes wgpu --models "$models" --ranks 1,2 --steps 2 --warmup 1 --out "$tables/bench"
+        step "bench: the tiny ResNet and GPT on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes wgpu --models "$models" --ranks 1,2 --steps 2 --warmup 1 --repeats 1 --out "$tables/bench"
         step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 0 - "PyTorch's peer runs on a GPU"
         step "burn-train DDP (the peer)" 0 - "DDP runs NCCL on CUDA"
     fi

@@ -146,7 +146,8 @@ pub fn step_rows(
     (rows, md)
 }
 
-/// Write `json` and `markdown` to `dir/name.{json,md}`, creating `dir`.
+/// Write `json` and `markdown` to `dir/name.{json,md}`, creating `dir`; the Markdown's header
+/// (the line after its title) names the commit measured.
 pub fn write_results(
     dir: &str,
     name: &str,
@@ -156,7 +157,10 @@ pub fn write_results(
     std::fs::create_dir_all(dir)?;
     let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
     std::fs::write(format!("{dir}/{name}.json"), text)?;
-    std::fs::write(format!("{dir}/{name}.md"), markdown)
+    let (title, rest) = markdown.split_once('\n').unwrap_or((markdown, ""));
+    let commit = firemesh::bench::source_commit();
+    let stamped = format!("{title}\n\nMeasured at commit {commit}.\n{rest}");
+    std::fs::write(format!("{dir}/{name}.md"), stamped)
 }
 
 /// Reads every float parameter of `module` once, which runs Burn's lazy initializers: setups

@@ -13,7 +13,7 @@ mod multi;
 mod report;
 mod step;
 
-pub use report::{BenchReport, Row, Setup};
+pub use report::{source_commit, BenchReport, Row, Setup};
 
 use crate::mesh::{sharded_on_group, MAX_WGPU_RANKS};
 use crate::train::ModelName;
@@ -25,7 +25,7 @@ use firemesh_backend::{stats, Mesh};
 use firemesh_collective::probe;
 use firemesh_collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
 use std::path::PathBuf;
-use step::Work;
+use step::{Measured, Work};
 
 /// What `firemesh bench` measures.
 #[derive(clap::Args, Debug, Clone)]
@@ -59,6 +59,10 @@ pub struct BenchOptions {
     /// Untimed steps before them (kernel compilation, allocator warm-up).
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Times each setup is measured, setups of a model taking turns, so that every ratio is
+    /// taken repeat by repeat and reported with its spread (3 or more give one).
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
     /// Gradient bucket size in MiB.
     #[arg(long, default_value_t = 25.0)]
     pub bucket_mib: f64,
@@ -180,6 +184,9 @@ fn check(o: &BenchOptions) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
     if o.steps == 0 {
         return bad("--steps must be at least 1".into());
+    }
+    if !(1..=100).contains(&o.repeats) {
+        return bad(format!("--repeats {}: it must be 1 to 100", o.repeats));
     }
     if let Some(&n) = o.ranks.iter().find(|&&n| n == 0 || n > 64) {
         return bad(format!("--ranks {n}: rank counts go from 1 to 64"));
@@ -330,7 +337,8 @@ fn device_bytes<R: cubecl::Runtime>(devices: &[R::Device]) -> Option<u64> {
         .max()
 }
 
-/// Measures `work` on every rank count of `plan`, and the peers, appending rows.
+/// Measures `work` on every rank count of `plan`, and the peers, `options.repeats` times with
+/// the setups taking turns, appending one row per setup.
 fn measure<B: Backend>(
     plan: &Plan,
     work: &Work,
@@ -339,38 +347,60 @@ fn measure<B: Backend>(
     mesh: impl Fn(usize) -> Result<Mesh<B::Device>>,
     memory: fn(&[B::Device]) -> Option<u64>,
 ) -> Result<()> {
-    let label = |setup: &str, n: usize| {
-        format!("{:?} {} {setup} N={n}", plan.runtime, work.model).to_lowercase()
+    let label = |setup: &str, n: usize, repeat: usize| {
+        let of = if options.repeats > 1 {
+            format!(" (repeat {}/{})", repeat + 1, options.repeats)
+        } else {
+            String::new()
+        };
+        format!("{:?} {} {setup} N={n}{of}", plan.runtime, work.model).to_lowercase()
     };
-    for &n in &plan.ranks {
-        let mesh = mesh(n)?;
-        let devices = mesh.devices().to_vec();
-        let measured =
-            step::sharded::<B>(&mesh, work, &|| memory(&devices), &label("firemesh", n))?;
-        let row = Row::new(plan.runtime, work, Setup::Firemesh, n, measured);
-        out.rows.push(row);
-        if options.no_peers {
-            continue;
+    // Each setup's repeats, in the order of the report's rows; a peer that fails once is
+    // left out, with a note.
+    let mut runs: Vec<(Setup, usize, Vec<Measured>)> = Vec::new();
+    let mut failed: Vec<usize> = Vec::new();
+    let mut add = |setup: Setup, n: usize, m: Measured| {
+        match runs.iter_mut().find(|(s, k, _)| *s == setup && *k == n) {
+            Some((.., repeats)) => repeats.push(m),
+            None => runs.push((setup, n, vec![m])),
         }
-        if n == plan.ranks[0] {
-            let one = &devices[..1];
-            let measured =
-                step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
-            out.rows
-                .push(Row::new(plan.runtime, work, Setup::Inner, 1, measured));
-        }
-        if n > 1 {
-            match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
-                Ok(measured) => out.rows.push(Row::new(
-                    plan.runtime,
-                    work,
-                    Setup::MultiDevice,
-                    n,
-                    measured,
-                )),
-                Err(e) => out.notes.push(format!("{}: {e}", label("multi-device", n))),
+    };
+    for repeat in 0..options.repeats {
+        for &n in &plan.ranks {
+            let mesh = mesh(n)?;
+            let devices = mesh.devices().to_vec();
+            let label = |setup: &str, n: usize| label(setup, n, repeat);
+            add(
+                Setup::Firemesh,
+                n,
+                step::sharded::<B>(&mesh, work, &|| memory(&devices), &label("firemesh", n))?,
+            );
+            if options.no_peers {
+                continue;
+            }
+            if n == plan.ranks[0] {
+                let one = &devices[..1];
+                let m = step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
+                add(Setup::Inner, 1, m);
+            }
+            if n > 1 && !failed.contains(&n) {
+                match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
+                    Ok(m) => add(Setup::MultiDevice, n, m),
+                    Err(e) => {
+                        failed.push(n);
+                        out.notes.push(format!("{}: {e}", label("multi-device", n)));
+                    }
+                }
             }
         }
+    }
+    for (setup, n, repeats) in runs {
+        // A peer that failed in a later repeat has fewer repeats than the others: left out.
+        if setup == Setup::MultiDevice && failed.contains(&n) {
+            continue;
+        }
+        out.rows
+            .push(Row::new(plan.runtime, work, setup, n, &repeats));
     }
     report::fill_ratios(&mut out.rows, plan.runtime, work.model);
     Ok(())

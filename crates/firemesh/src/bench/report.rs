@@ -45,17 +45,28 @@ pub struct Row {
     pub image_size: Option<usize>,
     pub seq_len: Option<usize>,
     pub unit: &'static str,
-    /// Median step time (absolute, this machine), in seconds; and every timed step.
+    /// Median step time over every repeat (absolute, this machine), in seconds; and every
+    /// timed step, repeat after repeat.
     pub step_s: f64,
     pub steps_s: Vec<f64>,
-    /// Images or tokens per second over all ranks.
+    /// Images or tokens per second over all ranks, from `step_s`; and of each repeat alone
+    /// (from its median step), of which the ratios below are taken. `None` for a repeat whose
+    /// median step took no measurable time (the peer's step is a difference of two epochs,
+    /// which noise can make zero on tiny models).
     pub throughput: f64,
-    /// firemesh: throughput(N) / (N · throughput(firemesh, N = 1)).
+    pub repeat_throughputs: Vec<Option<f64>>,
+    /// firemesh: throughput(N) / (N · throughput(firemesh, N = 1)); median over repeats.
     pub scaling_efficiency: Option<f64>,
     /// throughput / (N · throughput(inner backend alone)): against N perfectly parallel devices.
     pub vs_inner: Option<f64>,
     /// firemesh: throughput / throughput(MultiDevice, same N).
     pub vs_multi_device: Option<f64>,
+    /// How far each ratio moved between repeats: its interquartile range over its median
+    /// (`None` with fewer than 3 repeats, where no spread is known).
+    pub spread: Spread,
+    /// Whether any ratio of this row has a spread above [`UNSTEADY`] or none known: no claim
+    /// should rest on its ratios.
+    pub unsteady: bool,
     /// Median time per step inside sums and gathers across ranks, and its share of the step.
     pub comm_s: Option<f64>,
     pub comm_share: Option<f64>,
@@ -77,17 +88,63 @@ pub struct Row {
     pub loss_last: Option<f64>,
 }
 
+/// A ratio whose interquartile range over repeats exceeds this share of its median is flagged.
+pub const UNSTEADY: f64 = 0.10;
+
+/// The relative spread (interquartile range / median) of each ratio over the repeats.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    pub scaling_efficiency: Option<f64>,
+    pub vs_inner: Option<f64>,
+    pub vs_multi_device: Option<f64>,
+}
+
 fn median(values: &[f64]) -> f64 {
+    quantile(values, 0.5)
+}
+
+/// The `q` quantile of `values`, interpolated between the nearest two (NaN when empty).
+fn quantile(values: &[f64], q: f64) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let at = q * (v.len() - 1) as f64;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
+}
+
+/// The median of a ratio's values over the repeats, and its relative interquartile range when
+/// there are at least 3.
+fn summarize(values: &[f64]) -> (Option<f64>, Option<f64>) {
+    if values.is_empty() {
+        return (None, None);
+    }
+    let mid = median(values);
+    let iqr = quantile(values, 0.75) - quantile(values, 0.25);
+    (Some(mid), (values.len() >= 3).then(|| iqr / mid.abs()))
 }
 
 impl Row {
-    pub fn new(runtime: Runtime, work: &Work, setup: Setup, ranks: usize, m: Measured) -> Self {
-        let step_s = median(&m.step_s);
+    /// The row of one setup from its `repeats` (one `Measured` each, in the order they ran).
+    pub fn new(
+        runtime: Runtime,
+        work: &Work,
+        setup: Setup,
+        ranks: usize,
+        repeats: &[Measured],
+    ) -> Self {
+        let all = |f: fn(&Measured) -> &Vec<f64>| -> Vec<f64> {
+            repeats.iter().flat_map(|m| f(m).iter().copied()).collect()
+        };
+        let steps_s = all(|m| &m.step_s);
+        let step_s = median(&steps_s);
+        let samples = ranks as f64 * work.per_rank_samples();
         let measured_comm = setup != Setup::MultiDevice;
-        let comm_s = measured_comm.then(|| median(&m.comm_s));
+        let comm_s = measured_comm.then(|| median(&all(|m| &m.comm_s)));
+        // Counted the same in every repeat: the last one's; the losses of the first.
+        let (first, last) = (&repeats[0], &repeats[repeats.len() - 1]);
         Row {
             runtime,
             model: work.model,
@@ -98,49 +155,107 @@ impl Row {
             seq_len: work.model.is_gpt().then_some(work.seq_len),
             unit: work.unit(),
             step_s,
-            steps_s: m.step_s,
-            throughput: ranks as f64 * work.per_rank_samples() / step_s,
+            steps_s,
+            throughput: samples / step_s,
+            repeat_throughputs: repeats
+                .iter()
+                .map(|m| Some(median(&m.step_s)).filter(|s| *s > 0.0).map(|s| samples / s))
+                .collect(),
             scaling_efficiency: None,
             vs_inner: None,
             vs_multi_device: None,
+            spread: Spread::default(),
+            unsteady: false,
             comm_s,
             comm_share: comm_s.map(|c| c / step_s),
-            hidden_comm_share: measured_comm.then(|| median(&m.hidden_comm)),
-            gradient_collectives: measured_comm.then_some(m.gradient_collectives),
-            early_gradient_collectives: measured_comm.then_some(m.early_gradient_collectives),
-            gradient_tensors: m.gradient_tensors,
-            other_collectives: measured_comm.then_some(m.other_collectives),
-            fallbacks: measured_comm.then_some(m.fallbacks),
-            peak_bytes_per_rank: m.peak_bytes_per_rank,
-            loss_first: measured_comm.then_some(m.losses.0),
-            loss_last: measured_comm.then_some(m.losses.1),
+            hidden_comm_share: measured_comm.then(|| median(&all(|m| &m.hidden_comm))),
+            gradient_collectives: measured_comm.then_some(last.gradient_collectives),
+            early_gradient_collectives: measured_comm.then_some(last.early_gradient_collectives),
+            gradient_tensors: last.gradient_tensors,
+            other_collectives: measured_comm.then_some(last.other_collectives),
+            fallbacks: measured_comm.then_some(last.fallbacks),
+            peak_bytes_per_rank: first.peak_bytes_per_rank,
+            loss_first: measured_comm.then_some(first.losses.0),
+            loss_last: measured_comm.then_some(first.losses.1),
         }
+    }
+
+    /// The names of this row's ratios that are unsteady (spread above [`UNSTEADY`] or unknown).
+    pub fn unsteady_ratios(&self) -> Vec<&'static str> {
+        [
+            ("scaling efficiency", self.scaling_efficiency, self.spread.scaling_efficiency),
+            ("vs N × inner", self.vs_inner, self.spread.vs_inner),
+            ("vs MultiDevice", self.vs_multi_device, self.spread.vs_multi_device),
+        ]
+        .into_iter()
+        .filter(|(_, ratio, spread)| ratio.is_some() && !spread.is_some_and(|s| s <= UNSTEADY))
+        .map(|(name, ..)| name)
+        .collect()
     }
 }
 
-/// Fills the ratios of `runtime` and `model`'s rows, from rows of the same run.
+/// Fills the ratios of `runtime` and `model`'s rows, from rows of the same run: each ratio is
+/// taken repeat by repeat (setups measured in turn within a repeat), then summarized.
 pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
     let of = |rows: &[Row], setup: Setup, n: usize| {
         rows.iter()
             .find(|r| r.runtime == runtime && r.model == model && r.setup == setup && r.ranks == n)
-            .map(|r| r.throughput)
+            .map(|r| r.repeat_throughputs.clone())
     };
     let one = of(rows, Setup::Firemesh, 1);
     let inner = of(rows, Setup::Inner, 1);
-    let multi: Vec<Option<f64>> = rows
+    let multi: Vec<Option<Vec<Option<f64>>>> = rows
         .iter()
         .map(|r| of(rows, Setup::MultiDevice, r.ranks))
         .collect();
+    // Repeat by repeat, where both were measured: `ours[k] / (scale · theirs[k])`.
+    let ratio = |ours: &[Option<f64>], theirs: &Option<Vec<Option<f64>>>, scale: f64| {
+        let per: Vec<f64> = match theirs {
+            Some(t) => ours
+                .iter()
+                .zip(t)
+                .filter_map(|(o, t)| Some(o.as_ref()? / (scale * t.as_ref()?)))
+                .collect(),
+            None => Vec::new(),
+        };
+        summarize(&per)
+    };
     for (r, multi) in rows.iter_mut().zip(multi) {
         if r.runtime != runtime || r.model != model {
             continue;
         }
         let n = r.ranks as f64;
-        r.vs_inner = inner.map(|i| r.throughput / (n * i));
+        (r.vs_inner, r.spread.vs_inner) = ratio(&r.repeat_throughputs, &inner, n);
         if r.setup == Setup::Firemesh {
-            r.scaling_efficiency = one.map(|o| r.throughput / (n * o));
-            r.vs_multi_device = multi.map(|m| r.throughput / m);
+            (r.scaling_efficiency, r.spread.scaling_efficiency) =
+                ratio(&r.repeat_throughputs, &one, n);
+            (r.vs_multi_device, r.spread.vs_multi_device) =
+                ratio(&r.repeat_throughputs, &multi, 1.0);
         }
+        r.unsteady = !r.unsteady_ratios().is_empty();
+    }
+}
+
+/// The commit of the source tree this program was built from (`git rev-parse --short HEAD` in
+/// it, marked when the tree has uncommitted changes), or "unknown" where that tree or git is
+/// gone. Result files name it in their header.
+pub fn source_commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(hash) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(s) if !s.is_empty() => format!("{hash} (with uncommitted changes)"),
+        _ => hash,
     }
 }
 
@@ -151,6 +266,8 @@ pub struct BenchReport {
     pub date: String,
     pub host: String,
     pub firemesh: &'static str,
+    /// The source commit measured ([`source_commit`]).
+    pub commit: String,
     pub burn: &'static str,
     pub cubecl: &'static str,
     /// `dev` or `release`.
@@ -158,6 +275,8 @@ pub struct BenchReport {
     pub devices: Vec<String>,
     pub steps: usize,
     pub warmup: usize,
+    /// Times each setup was measured, setups taking turns.
+    pub repeats: usize,
     pub bucket_mib: f64,
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
@@ -180,6 +299,7 @@ impl BenchReport {
                 std::env::consts::OS
             ),
             firemesh: env!("CARGO_PKG_VERSION"),
+            commit: source_commit(),
             burn: "0.21.0",
             cubecl: "0.10.0",
             build: if cfg!(debug_assertions) {
@@ -190,6 +310,7 @@ impl BenchReport {
             devices,
             steps: o.steps,
             warmup: o.warmup,
+            repeats: o.repeats,
             bucket_mib: o.bucket_mib,
             rows,
             notes,
@@ -202,22 +323,28 @@ impl BenchReport {
         let _ = writeln!(
             md,
             "# Training throughput: `firemesh bench`\n\n\
-             {}, {}; firemesh {}, Burn {}, CubeCL {}, {} build.\n\
+             {}, {}; firemesh {} at commit {}, Burn {}, CubeCL {}, {} build.\n\
              Devices: {}.\n\n\
              Synthetic data; weak scaling (each rank trains the same per-rank batch at every N); \
-             median of {} timed steps after {} warm-up step(s); gradient buckets of {} MiB. Step \
-             times and throughputs are absolute figures of this machine; efficiencies and \
-             `vs` columns are ratios within this run.\n",
+             {} repeat(s) of every setup, setups taking turns, each of {} timed steps after {} \
+             warm-up step(s); gradient buckets of {} MiB. Step times (median of every timed \
+             step) and throughputs are absolute figures of this machine; efficiencies and `vs` \
+             columns are ratios within this run, taken repeat by repeat: their median, ± the \
+             interquartile range over repeats as a share of it. ⚑ marks a ratio whose spread \
+             exceeds {:.0}% or is unknown (fewer than 3 repeats): rest no claim on it.\n",
             self.date,
             self.host,
             self.firemesh,
+            self.commit,
             self.burn,
             self.cubecl,
             self.build,
             self.devices.join("; "),
+            self.repeats,
             self.steps,
             self.warmup,
-            self.bucket_mib
+            self.bucket_mib,
+            100.0 * UNSTEADY
         );
         let mut groups: Vec<(Runtime, ModelName)> = Vec::new();
         for r in &self.rows {
@@ -226,7 +353,17 @@ impl BenchReport {
             }
         }
         let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1}%", 100.0 * v));
-        let ratio = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}×"));
+        let spread = |s: Option<f64>| match s {
+            Some(s) if s <= UNSTEADY => format!(" ±{:.0}%", 100.0 * s),
+            Some(s) => format!(" ±{:.0}% ⚑", 100.0 * s),
+            None => " ⚑".into(),
+        };
+        let eff = |v: Option<f64>, s: Option<f64>| {
+            v.map_or("–".into(), |v| format!("{:.1}%{}", 100.0 * v, spread(s)))
+        };
+        let ratio = |v: Option<f64>, s: Option<f64>| {
+            v.map_or("–".into(), |v| format!("{v:.2}×{}", spread(s)))
+        };
         let opt = |v: Option<u64>| v.map_or("–".into(), |v| v.to_string());
         for (runtime, model) in groups {
             let rows: Vec<&Row> = self
@@ -266,9 +403,9 @@ impl BenchReport {
                     r.ranks,
                     r.step_s * 1e3,
                     r.throughput,
-                    pct(r.scaling_efficiency),
-                    ratio(r.vs_inner),
-                    ratio(r.vs_multi_device),
+                    eff(r.scaling_efficiency, r.spread.scaling_efficiency),
+                    ratio(r.vs_inner, r.spread.vs_inner),
+                    ratio(r.vs_multi_device, r.spread.vs_multi_device),
                     match r.hidden_comm_share {
                         Some(h) => format!("{} ({})", pct(r.comm_share), pct(Some(h))),
                         None => pct(r.comm_share),
@@ -294,6 +431,24 @@ impl BenchReport {
         );
         for n in &self.notes {
             let _ = writeln!(md, "\n- {n}");
+        }
+        let unsteady: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.unsteady)
+            .map(|r| {
+                let what = format!("{} on {:?}, {} N={}", r.model, r.runtime, r.setup.name(), r.ranks);
+                format!("{what}: {}", r.unsteady_ratios().join(", "))
+            })
+            .collect();
+        if !unsteady.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nUnsteady ratios (⚑; more `--repeats` or a quieter machine may settle them):"
+            );
+            for u in unsteady {
+                let _ = writeln!(md, "- {u}");
+            }
         }
         md
     }

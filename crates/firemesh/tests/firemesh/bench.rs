@@ -26,6 +26,62 @@ fn sizes<M: Module<Flex>>(m: &M) -> (usize, usize) {
     (m.num_params(), burn::module::list_param_ids(m).len())
 }
 
+/// A row's throughput in each repeat (`None` where its median step took no measurable time).
+fn repeats(r: &Value) -> Vec<Option<f64>> {
+    let v: Vec<Option<f64>> = r["repeat_throughputs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("repeat_throughputs missing in {r}"))
+        .iter()
+        .map(Value::as_f64)
+        .collect();
+    assert_eq!(v.len(), 3, "{r}");
+    v
+}
+
+/// `ours[k] / (scale · theirs[k])` for the repeats where both were measured.
+fn per_repeat(ours: &[Option<f64>], theirs: &[Option<f64>], scale: f64) -> Vec<f64> {
+    ours.iter()
+        .zip(theirs)
+        .filter_map(|(o, t)| Some(o.as_ref()? / (scale * t.as_ref()?)))
+        .collect()
+}
+
+/// The median of a ratio's repeats: the middle one of three, halfway between two.
+fn middle(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        3 => v[1],
+        2 => (v[0] + v[1]) / 2.0,
+        _ => v[0],
+    }
+}
+
+/// The row's `ratio` is the median of its repeats `per`, given with its spread: with three
+/// repeats, their interquartile range over their
+/// median (quartiles interpolated: halfway between the middle and each end), and a spread
+/// above 10% makes the row unsteady; with fewer, none is known and the row is unsteady.
+fn assert_ratio(r: &Value, ratio: &str, per: &[f64]) {
+    if per.is_empty() {
+        assert!(r[ratio].is_null(), "{ratio}: {r}");
+        return;
+    }
+    assert!(close(f(r, ratio), middle(per)), "{ratio}: {r}");
+    let mut v = per.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.len() < 3 {
+        assert!(r["spread"][ratio].is_null(), "{ratio}: {r}");
+        assert_eq!(r["unsteady"], true, "{ratio}: {r}");
+        return;
+    }
+    let iqr = (v[1] + v[2]) / 2.0 - (v[0] + v[1]) / 2.0;
+    let spread = f(&r["spread"], ratio);
+    assert!(close(spread, iqr / v[1]), "{ratio}: {r}");
+    if spread > 0.10 {
+        assert_eq!(r["unsteady"], true, "{ratio}: {r}");
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
@@ -50,6 +106,8 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
         "9",
         "--steps",
         "2",
+        "--repeats",
+        "3",
         "--bucket-mib",
         "0.01",
         "--out",
@@ -58,20 +116,27 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
     let out = cli(&dir, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // Progress of every setup, step by step.
+    // Progress of every setup, step by step, repeat by repeat.
     for line in [
-        "cpu resnet-tiny firemesh n=2: step 3/3",
-        "cpu gpt-tiny inner n=1: step 1/3 (warm-up)",
-        "cpu gpt-tiny multi-device n=2: step 2/2",
+        "cpu resnet-tiny firemesh n=2 (repeat 3/3): step 3/3",
+        "cpu gpt-tiny inner n=1 (repeat 1/3): step 1/3 (warm-up)",
+        "cpu gpt-tiny multi-device n=2 (repeat 2/3): step 2/2",
     ] {
         assert!(stderr.contains(line), "{line} not in {stderr}");
     }
+    // Setups take turns: the second repeat of N=1 starts after the first repeat of N=2.
+    let at = |line: &str| stderr.find(line).unwrap_or_else(|| panic!("{line} not in {stderr}"));
+    assert!(
+        at("cpu resnet-tiny multi-device n=2 (repeat 1/3)")
+            < at("cpu resnet-tiny firemesh n=1 (repeat 2/3)")
+    );
     for file in ["bench.md", "bench.json", "bench.png"] {
         let len = std::fs::metadata(dir.join("out").join(file)).unwrap().len();
         assert!(len > 500, "{file}: {len} bytes");
     }
     let md = std::fs::read_to_string(dir.join("out/bench.md")).unwrap();
     assert!(md.contains("## gpt-tiny on Cpu") && md.contains("| burn-train MultiDevice | 2 |"));
+    assert!(md.contains("3 repeat(s) of every setup") && md.contains("±"), "{md}");
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/bench.json")).unwrap())
             .unwrap();
@@ -105,26 +170,42 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
         let inner = rows(&json, model, "inner");
         let multi = rows(&json, model, "multi-device");
         assert_eq!((ours.len(), inner.len(), multi.len()), (2, 1, 1), "{model}");
-        let one = f(ours[0], "throughput");
+        let one = repeats(ours[0]);
+        let inner_repeats = repeats(inner[0]);
         for r in ours.iter().chain(&inner).chain(&multi) {
             let n = f(r, "ranks");
-            // Throughput is the step's samples over its median time.
+            // Throughput is the step's samples over its median time, over all repeats and in
+            // each repeat alone.
             assert!(
                 close(f(r, "throughput"), n * per_rank / f(r, "step_s")),
                 "{r}"
             );
-            assert_eq!(r["steps_s"].as_array().unwrap().len(), 2, "{r}");
-            assert!(close(
-                f(r, "vs_inner"),
-                f(r, "throughput") / (n * f(inner[0], "throughput"))
-            ));
+            let steps: Vec<f64> = r["steps_s"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert_eq!(steps.len(), 3 * 2, "{r}");
+            for (k, pair) in steps.chunks(2).enumerate() {
+                let mid = (pair[0] + pair[1]) / 2.0;
+                let want = (mid > 0.0).then(|| n * per_rank / mid);
+                assert!(
+                    match (repeats(r)[k], want) {
+                        (Some(got), Some(want)) => close(got, want),
+                        (got, want) => got.is_none() && want.is_none(),
+                    },
+                    "{r}"
+                );
+            }
+            // Ratios: taken repeat by repeat, their median reported with its spread.
+            let per = per_repeat(&repeats(r), &inner_repeats, n);
+            assert_ratio(r, "vs_inner", &per);
         }
         for r in &ours {
             let n = f(r, "ranks");
-            assert!(
-                close(f(r, "scaling_efficiency"), f(r, "throughput") / (n * one)),
-                "{r}"
-            );
+            let per = per_repeat(&repeats(r), &one, n);
+            assert_ratio(r, "scaling_efficiency", &per);
             // Every gradient is Partial: one stream of f32 in buckets, most of them summed
             // during the backward pass (each early bucket holds at least `bucket` bytes), the
             // rest at the step: at most ceil(bytes / bucket) collectives.
@@ -143,10 +224,8 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
             assert!((0.0..1.0).contains(&share) && share > 0.0, "{r}");
             assert!(f(r, "loss_first").is_finite() && f(r, "loss_last").is_finite());
         }
-        assert!(close(
-            f(ours[1], "vs_multi_device"),
-            f(ours[1], "throughput") / f(multi[0], "throughput")
-        ));
+        let per = per_repeat(&repeats(ours[1]), &repeats(multi[0]), 1.0);
+        assert_ratio(ours[1], "vs_multi_device", &per);
         assert_eq!(inner[0]["gradient_collectives"], 0);
         assert!(multi[0]["comm_share"].is_null());
     }
@@ -165,6 +244,7 @@ fn bad_bench_input_is_one_line_and_a_failure() {
     for (args, says) in [
         (&["bench", "--ranks", "0"][..], "--ranks 0"),
         (&["bench", "--steps", "0"][..], "--steps"),
+        (&["bench", "--repeats", "0"][..], "--repeats"),
         (&["bench", "--bucket-mib", "0"][..], "--bucket-mib"),
         (
             &[
