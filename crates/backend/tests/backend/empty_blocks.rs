@@ -258,7 +258,10 @@ fn empty_blocks_cut_from_flipped_and_permuted_tensors() {
     let variants: [(Variant, fn(Tensor<S, 2>) -> Tensor<S, 2>); 3] = [
         (("flipped rows", flip_rows::<Ref>), flip_rows::<S>),
         (("flipped both ways", flip_both::<Ref>), flip_both::<S>),
-        (("flipped, permuted", flip_then_permute::<Ref>), flip_then_permute::<S>),
+        (
+            ("flipped, permuted", flip_then_permute::<Ref>),
+            flip_then_permute::<S>,
+        ),
     ];
     for ((what, on_ref), on_mesh) in variants {
         let want = on_ref(x.clone());
@@ -266,8 +269,15 @@ fn empty_blocks_cut_from_flipped_and_permuted_tensors() {
         let whole = on_mesh(Tensor::<S, 2>::from_data(x.to_data(), &mesh(4)));
         for dim in 0..2 {
             let split = redistribute(whole.clone(), Placement::Shard(dim));
-            let blocks: Vec<usize> = shards(split.clone()).iter().map(|b| b.dims()[dim]).collect();
-            assert_eq!(blocks.last(), Some(&0), "{what}: the last block is empty along {dim}");
+            let blocks: Vec<usize> = shards(split.clone())
+                .iter()
+                .map(|b| b.dims()[dim])
+                .collect();
+            assert_eq!(
+                blocks.last(),
+                Some(&0),
+                "{what}: the last block is empty along {dim}"
+            );
             assert_close(
                 split.clone().into_data(),
                 want.to_data(),
@@ -275,8 +285,16 @@ fn empty_blocks_cut_from_flipped_and_permuted_tensors() {
                 &format!("{what}, split along {dim}"),
             );
             assert_close(
-                (split * 2.0).lower_equal_elem(0.5).int().into_data().convert::<f32>(),
-                (want.clone() * 2.0).lower_equal_elem(0.5).int().into_data().convert::<f32>(),
+                (split * 2.0)
+                    .lower_equal_elem(0.5)
+                    .int()
+                    .into_data()
+                    .convert::<f32>(),
+                (want.clone() * 2.0)
+                    .lower_equal_elem(0.5)
+                    .int()
+                    .into_data()
+                    .convert::<f32>(),
                 0.0,
                 &format!("{what}, split along {dim}, compared"),
             );
