@@ -359,11 +359,12 @@ fn measure<B: Backend>(
     // left out, with a note.
     let mut runs: Vec<(Setup, usize, Vec<Measured>)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
-    let mut add = |setup: Setup, n: usize, m: Measured| {
-        match runs.iter_mut().find(|(s, k, _)| *s == setup && *k == n) {
-            Some((.., repeats)) => repeats.push(m),
-            None => runs.push((setup, n, vec![m])),
-        }
+    let mut add = |setup: Setup, n: usize, m: Measured| match runs
+        .iter_mut()
+        .find(|(s, k, _)| *s == setup && *k == n)
+    {
+        Some((.., repeats)) => repeats.push(m),
+        None => runs.push((setup, n, vec![m])),
     };
     for repeat in 0..options.repeats {
         for &n in &plan.ranks {

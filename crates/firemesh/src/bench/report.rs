@@ -159,7 +159,11 @@ impl Row {
             throughput: samples / step_s,
             repeat_throughputs: repeats
                 .iter()
-                .map(|m| Some(median(&m.step_s)).filter(|s| *s > 0.0).map(|s| samples / s))
+                .map(|m| {
+                    Some(median(&m.step_s))
+                        .filter(|s| *s > 0.0)
+                        .map(|s| samples / s)
+                })
                 .collect(),
             scaling_efficiency: None,
             vs_inner: None,
@@ -183,9 +187,17 @@ impl Row {
     /// The names of this row's ratios that are unsteady (spread above [`UNSTEADY`] or unknown).
     pub fn unsteady_ratios(&self) -> Vec<&'static str> {
         [
-            ("scaling efficiency", self.scaling_efficiency, self.spread.scaling_efficiency),
+            (
+                "scaling efficiency",
+                self.scaling_efficiency,
+                self.spread.scaling_efficiency,
+            ),
             ("vs N × inner", self.vs_inner, self.spread.vs_inner),
-            ("vs MultiDevice", self.vs_multi_device, self.spread.vs_multi_device),
+            (
+                "vs MultiDevice",
+                self.vs_multi_device,
+                self.spread.vs_multi_device,
+            ),
         ]
         .into_iter()
         .filter(|(_, ratio, spread)| ratio.is_some() && !spread.is_some_and(|s| s <= UNSTEADY))
@@ -437,7 +449,13 @@ impl BenchReport {
             .iter()
             .filter(|r| r.unsteady)
             .map(|r| {
-                let what = format!("{} on {:?}, {} N={}", r.model, r.runtime, r.setup.name(), r.ranks);
+                let what = format!(
+                    "{} on {:?}, {} N={}",
+                    r.model,
+                    r.runtime,
+                    r.setup.name(),
+                    r.ranks
+                );
                 format!("{what}: {}", r.unsteady_ratios().join(", "))
             })
             .collect();

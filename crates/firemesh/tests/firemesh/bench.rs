@@ -125,7 +125,11 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
         assert!(stderr.contains(line), "{line} not in {stderr}");
     }
     // Setups take turns: the second repeat of N=1 starts after the first repeat of N=2.
-    let at = |line: &str| stderr.find(line).unwrap_or_else(|| panic!("{line} not in {stderr}"));
+    let at = |line: &str| {
+        stderr
+            .find(line)
+            .unwrap_or_else(|| panic!("{line} not in {stderr}"))
+    };
     assert!(
         at("cpu resnet-tiny multi-device n=2 (repeat 1/3)")
             < at("cpu resnet-tiny firemesh n=1 (repeat 2/3)")
@@ -136,7 +140,10 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
     }
     let md = std::fs::read_to_string(dir.join("out/bench.md")).unwrap();
     assert!(md.contains("## gpt-tiny on Cpu") && md.contains("| burn-train MultiDevice | 2 |"));
-    assert!(md.contains("3 repeat(s) of every setup") && md.contains("±"), "{md}");
+    assert!(
+        md.contains("3 repeat(s) of every setup") && md.contains("±"),
+        "{md}"
+    );
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("out/bench.json")).unwrap())
             .unwrap();
