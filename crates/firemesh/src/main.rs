@@ -148,6 +148,17 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
 fn train(options: TrainOptions) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
     let s = firemesh::train::run(&config)?;
+    if s.steps_this_run == 0 {
+        println!(
+            "the run in {} is already complete: {} steps, loss {:.4} -> {:.4}; nothing left to \
+             train (raise --steps or --epochs to go on)",
+            s.run_dir.display(),
+            s.steps,
+            s.first_loss,
+            s.last_loss
+        );
+        return Ok(());
+    }
     println!(
         "done: loss {:.4} -> {:.4} over {} steps ({} in this run), {:.1} {}, {:.1}% of the time waiting for data, {} fallback op(s)",
         s.first_loss,

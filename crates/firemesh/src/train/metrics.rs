@@ -120,6 +120,7 @@ pub struct Summary {
     pub steps: usize,
     pub steps_this_run: usize,
     pub epochs: f64,
+    /// The loss of the run's first and last step (steps before a resume included).
     pub first_loss: f64,
     pub last_loss: f64,
     /// "images/s" or "tokens/s".

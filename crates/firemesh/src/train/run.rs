@@ -128,7 +128,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         c.workers,
     )?;
     let progress = Progress::new(start, total, c.log_every, job.unit());
-    let (mut first_loss, mut last_loss, mut fallbacks) = (None, f64::NAN, 0);
+    let mut fallbacks = 0;
     let handoffs_before = firemesh_collective::stream::handoffs();
     let mut routes = BTreeMap::new();
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
@@ -178,8 +178,6 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         for (route, k) in counts.routes {
             *routes.entry(route_name(route).to_string()).or_default() += k;
         }
-        first_loss.get_or_insert(loss);
-        last_loss = loss;
         samples_this_run += samples;
         samples_seen += samples as u64;
         let done = step + 1;
@@ -253,6 +251,13 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     }
     let sample = generate_sample::<B>(&job, &model.valid(), &mesh)?;
     let charts = charts::draw(&job.run_dir, &metrics.records, job.unit())?;
+    // Over the whole run, steps before a resume included (the log holds them).
+    let step_losses = || {
+        metrics.records.iter().filter_map(|r| match r {
+            Record::Step { loss, .. } => Some(*loss),
+            Record::Eval { .. } => None,
+        })
+    };
     let summary = Summary {
         model: c.model.to_string(),
         params,
@@ -264,8 +269,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         steps: total,
         steps_this_run: total - start,
         epochs: total as f64 / job.order.steps_per_epoch as f64,
-        first_loss: first_loss.unwrap_or(f64::NAN),
-        last_loss,
+        first_loss: step_losses().next().unwrap_or(f64::NAN),
+        last_loss: step_losses().last().unwrap_or(f64::NAN),
         throughput_unit: job.unit().into(),
         throughput: samples_this_run as f64 * job.per_sample() as f64 / seconds.max(1e-9),
         seconds,

@@ -210,6 +210,26 @@ fn damaged_and_foreign_checkpoints_and_a_diverging_loss() {
     };
     let go = |a: &[String]| cli(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(go(&base("4")).status.success());
+    let summary = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
+    };
+    let losses = |s: &serde_json::Value| (s["first_loss"].as_f64(), s["last_loss"].as_f64());
+    let finished = losses(&summary());
+    assert!(finished.0.is_some() && finished.1.is_some(), "{finished:?}");
+
+    // Resuming a finished run says so and keeps the run's losses (they are not NaN).
+    let mut again = base("4");
+    again.push("--resume".into());
+    let out = go(&again);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("is already complete: 4 steps"), "{stdout}");
+    assert!(!stdout.contains("NaN"), "{stdout}");
+    assert_eq!(losses(&summary()), finished);
     let files = checkpoints(&run);
     assert_eq!(files.len(), 2, "{files:?}");
 
