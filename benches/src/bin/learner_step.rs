@@ -181,6 +181,7 @@ where
     )
     .with_training_strategy(strategy.into())
     .with_application_logger(None)
+    .renderer(firemesh_peers::Quiet)
     .num_epochs(1);
     let learner = Learner::new(model, optim, 0.05);
     let start = Instant::now();

@@ -35,8 +35,10 @@ impl<B: Backend> Batcher<B, usize, Batch<B>> for Synthetic {
     }
 }
 
-/// A Learner that prints nothing (the program prints its own progress).
-struct Quiet;
+/// A Learner renderer that prints nothing (the program prints its own progress):
+/// `SupervisedTraining::renderer(Quiet)`. Without one, a Learner with no terminal UI prints
+/// each `TrainingProgress` as a debug line.
+pub struct Quiet;
 
 impl MetricsRendererTraining for Quiet {
     fn update_train(&mut self, _: MetricState) {}

@@ -5,5 +5,5 @@
 mod learner;
 mod model;
 
-pub use learner::{step_seconds, Inner, Strategy};
+pub use learner::{step_seconds, Inner, Quiet, Strategy};
 pub use model::Work;
