@@ -414,13 +414,8 @@ fn nccl_point(devices: &[burn_cuda::CudaDevice], len: usize, iters: usize) -> Re
         handles
             .into_iter()
             .map(|h| {
-                h.join().unwrap_or_else(|p| {
-                    Err(p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "panicked".into()))
-                })
+                h.join()
+                    .unwrap_or_else(|p| Err(firemesh_collective::panic_message(p.as_ref())))
             })
             .collect()
     });

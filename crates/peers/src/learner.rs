@@ -122,12 +122,8 @@ fn epoch<B: Inner>(
             launch::<B, _>(devices, strategy, work, steps, sgd)
         }
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic with no message".into())
-    })?
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .map_err(|p| firemesh_collective::panic_message(p.as_ref()))?
 }
 
 fn launch<B, O>(

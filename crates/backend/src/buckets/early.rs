@@ -21,7 +21,8 @@
 //! wastes in the same way: each use's gradient is summed on its own.
 
 use super::{same_stream, sum_run, F};
-use crate::exec::{panic_message, worker, Job};
+use crate::exec::{worker, Job};
+use firemesh_collective::panic_message;
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};

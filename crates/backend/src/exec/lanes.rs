@@ -10,7 +10,7 @@
 //! a job issues to the device stream (`firemesh_collective::stream`), as the thread that queued
 //! it does, so that a rank's device sees one stream in issue order.
 
-use firemesh_collective::DeviceStream;
+use firemesh_collective::{panic_message, DeviceStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -126,15 +126,6 @@ fn poll_budget() -> Duration {
 
 const DEFAULT_POLL_US: u64 = 50;
 
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic with no message".into()
-    }
-}
 
 /// Where a lane leaves one job's result.
 struct Slot<T> {

@@ -15,7 +15,7 @@ mod lanes;
 mod operands;
 mod outputs;
 
-pub(crate) use lanes::{panic_message, worker, Job, Lanes, Later};
+pub(crate) use lanes::{worker, Job, Lanes, Later};
 
 /// Runs `f` on the device stream where the inner backend's devices have CubeCL streams (wgpu,
 /// CUDA): every rank's work on a device goes to one stream, whichever thread issues it
