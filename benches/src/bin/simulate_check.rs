@@ -1,13 +1,21 @@
-//! Validation (a) of `firemesh simulate`: its predicted step time against the measured one of
-//! the CPU mesh (`Sharded<Flex>`) and of the wgpu mesh (one client per rank; lavapipe on a
-//! machine without a GPU), in the same run. For each rank count N the simulator gets what it
-//! would get from a user: a one-device step measured at the per-rank batch, firemesh's op and
-//! sum counts for that step, the host time per op through `Sharded` (measured), and an α–β link
-//! fitted to two all-reduce sizes of the mesh's group. The ranks are issued in turn from one
-//! thread and share the machine's cores, so the scenario is serial: compute, sums and host time
-//! add up.
+//! Validation of `firemesh simulate`, in three parts.
 //!
-//! `cargo run -p firemesh-benches --bin simulate_check [-- --runtimes cpu]`
+//! 1. Held-out published results: NVIDIA's 8-GPU ResNet-50 throughputs, each predicted from
+//!    the one-GPU figure of the same run (`firemesh_simulate::validate`), and the error
+//!    reported.
+//!
+//! 2. The bucket-size effect in the PyTorch DDP paper's setting: ResNet-50 on 16 and 32 V100s
+//!    in servers of eight with one 100 Gb/s port each.
+//!
+//! 3. Its predicted step time against the measured one of the CPU mesh (`Sharded<Flex>`) and
+//!    of the wgpu mesh (one client per rank; lavapipe on a machine without a GPU), in the same
+//!    run. For each rank count N the simulator gets what it would get from a user: a one-device
+//!    step measured at the per-rank batch, firemesh's op and sum counts for that step, the host
+//!    time per op through `Sharded` (measured), and an α–β link fitted to two all-reduce sizes
+//!    of the mesh's group. The ranks are issued in turn from one thread and share the
+//!    machine's cores, so the scenario is serial: compute, sums and host time add up.
+//!
+//! `cargo run --release -p firemesh-benches --bin simulate_check [-- --runtimes cpu]`
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -27,8 +35,11 @@ use firemesh::mesh::{sharded_on_group, DeviceMesh};
 use firemesh::simulate::per_op_seconds;
 use firemesh_benches::{median, resnet_grads, write_results};
 use firemesh_resnet::{ResNet, ResNetConfig};
+use firemesh_simulate::validate::{
+    bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
+};
 use firemesh_simulate::{
-    predict, HostModel, Layer, Link, Scenario, Schedule, StepProfile, Topology,
+    predict, Gpu, HostModel, Layer, Link, Scenario, Schedule, StepProfile, Topology,
 };
 use serde::Serialize;
 use std::time::Instant;
@@ -406,8 +417,16 @@ fn main() {
         .iter()
         .map(|r| r.error_from_rank.abs())
         .fold(0.0, f64::max);
-    let mut md = format!(
-        "# Simulator against the CPU and lavapipe meshes (validation a)\n\n\
+    let mut md = String::from(
+        "# Simulator validation\n\n\
+         Written by `cargo run --release -p firemesh-benches --bin simulate_check`.\n\n",
+    );
+    let (published_md, published) = published_part();
+    md += &published_md;
+    let (ddp_md, ddp) = ddp_part();
+    md += &ddp_md;
+    md += &format!(
+        "## 3. Against the CPU and lavapipe meshes\n\n\
          Tiny ResNet, global batch {} of 3×{s}×{s}, SGD, on {} CPU cores. Meshes: `cpu` is \
          `Sharded<Flex>`; `wgpu` is `Sharded<Wgpu>` with one wgpu client per rank (on a machine \
          without a GPU, Mesa's lavapipe: every client's kernels run on the same CPU cores). Ranks \
@@ -416,11 +435,11 @@ fn main() {
          either on the plain inner backend or on `Sharded` with one rank; the op and sum counts \
          of the sharded step; the host time per op through `Sharded` beyond what that profile \
          holds (tiny-op timings); and α–β of the mesh's all-reduce fitted at 64 B and at the \
-         gradient size. It predicts the N-rank step, measured in the same run, setups taking \
-         turns step by step (the fastest of {} steps, each ending with a device sync: on a \
-         shared machine the least disturbed one; lavapipe's step times jump by up to 2×). Absolute \
-         times of this machine; errors are predicted / measured − 1. Largest error predicted \
-         from one rank: {:.1}% (bound: 15%).\n\n{}\
+         gradient size (a custom link: one-shot or ring, whichever is shorter). It predicts the \
+         N-rank step, measured in the same run, setups taking turns step by step (the fastest of \
+         {} steps, each ending with a device sync: on a shared machine the least disturbed one; \
+         lavapipe's step times jump by up to 2×). Absolute times of this machine; errors are \
+         predicted / measured − 1. Largest error predicted from one rank: {:.1}%.\n\n{}\
          | mesh | N | one device at B/N, ms | one rank at B/N, ms | ops | blocking sums | gradient collectives | α µs | GB/s | measured ms | predicted from one device | predicted from one rank |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         args.batch,
@@ -450,5 +469,235 @@ fn main() {
         );
     }
     print!("{md}");
-    write_results(&args.out, "simulate_check", &rows, &md).expect("write results");
+    let json = Results {
+        commit: firemesh::bench::source_commit(),
+        published,
+        ddp_buckets: ddp,
+        meshes: rows,
+    };
+    write_results(&args.out, "simulate_check", &json, &md).expect("write results");
+}
+
+#[derive(Serialize)]
+struct Results {
+    commit: String,
+    published: Vec<PublishedRow>,
+    ddp_buckets: Vec<BucketRow>,
+    meshes: Vec<Row>,
+}
+
+#[derive(Serialize)]
+struct PublishedRow {
+    framework: String,
+    gpu: String,
+    precision: String,
+    batch: u32,
+    one_gpu: f64,
+    published_eight: f64,
+    predicted_eight: f64,
+    error: f64,
+    gradient_comm_ms: f64,
+    exposed_comm_ms: f64,
+    /// The prediction with the link's bus bandwidth halved (its share of the peak is assumed).
+    predicted_half_bandwidth: f64,
+}
+
+#[derive(Serialize)]
+struct BucketRow {
+    precision: String,
+    ranks: usize,
+    bucket_bytes: u64,
+    step_ms: f64,
+    collectives: usize,
+    exposed_comm_ms: f64,
+}
+
+/// Part 1: every published 8-GPU result against its prediction.
+fn published_part() -> (String, Vec<PublishedRow>) {
+    let checks = eight_gpu_checks();
+    let rows: Vec<PublishedRow> = checks
+        .iter()
+        .map(|c| {
+            let gpu = Gpu::preset(c.run.gpu).expect("preset");
+            let mut half = machine(gpu);
+            let bw = half.topology.intra.bytes_per_s / 2e9;
+            half.topology.intra = half.topology.intra.with_bandwidth(bw).expect("link");
+            PublishedRow {
+                framework: c.run.framework.into(),
+                gpu: gpu.about.into(),
+                precision: c.run.precision.into(),
+                batch: c.run.batch,
+                one_gpu: c.run.one_gpu,
+                published_eight: c.run.eight_gpus,
+                predicted_eight: c.prediction.throughput,
+                error: c.error,
+                gradient_comm_ms: c.prediction.gradient_comm_s * 1e3,
+                exposed_comm_ms: c.prediction.exposed_comm_s * 1e3,
+                predicted_half_bandwidth: check(&c.run, &half).prediction.throughput,
+            }
+        })
+        .collect();
+    let misses: Vec<String> = rows
+        .iter()
+        .filter(|r| r.error.abs() > 0.10)
+        .map(|r| format!("{} {} {}", r.framework, r.gpu, r.precision))
+        .collect();
+    let mut md = format!(
+        "## 1. Held-out published results: eight GPUs from one\n\n\
+         Each 8-GPU throughput is predicted from the published one-GPU throughput of the same \
+         run and the cited inputs only: ResNet-50's layer shapes, f32 gradients, PyTorch DDP's \
+         25 MiB buckets overlapped with the backward pass, the GPU's NVLink preset (bus \
+         bandwidth: NCCL's 235 GB/s for the A100, the same share of the peak assumed for \
+         NVLink 2), NCCL's ring latencies, no straggler spread (none is built in), no host \
+         floor (one process per GPU; its host time is in the one-GPU figure). Nothing is fitted \
+         to the 8-GPU figures. Sources: {}; {}.\n\n\
+         | framework | GPU | precision | batch/GPU | 1 GPU img/s | published 8 GPUs | predicted 8 GPUs | error | gradient comm ms (exposed) | predicted at half the bus bandwidth |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        firemesh_simulate::RESNET50[0].source,
+        firemesh_simulate::RESNET50
+            .iter()
+            .map(|p| p.source)
+            .find(|s| s.contains("Paddle"))
+            .unwrap_or(""),
+    );
+    for r in &rows {
+        md += &format!(
+            "| {} | {} | {} | {} | {:.0} | {:.0} ({:.2}×) | {:.0} ({:.2}×) | {:+.1}% | {:.2} ({:.2}) | {:.0} |\n",
+            r.framework,
+            r.gpu,
+            r.precision,
+            r.batch,
+            r.one_gpu,
+            r.published_eight,
+            r.published_eight / r.one_gpu,
+            r.predicted_eight,
+            r.predicted_eight / r.one_gpu,
+            100.0 * r.error,
+            r.gradient_comm_ms,
+            r.exposed_comm_ms,
+            r.predicted_half_bandwidth,
+        );
+    }
+    md += &format!(
+        "\n{} of {} 8-GPU results are missed by more than 10%{}.\n\n",
+        misses.len(),
+        rows.len(),
+        if misses.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", misses.join("; "))
+        }
+    );
+    md += "Why: on eight GPUs of one node the gradient sums take about 1% of a step and three \
+           quarters of that hides behind the backward pass, so the model predicts close to 8× \
+           for every run, and halving the assumed bus bandwidth changes the prediction by less \
+           than 0.5%. The published speed-ups are near 8× in TF32 and FP32 and for PaddlePaddle \
+           in mixed precision, but 6.73× and 6.93× for PyTorch in mixed precision, where a \
+           GPU's step is shortest (104 ms on the A100). That loss is not communication, and \
+           the model has no term for it. Likely causes, none measured here: work on the host \
+           that grows with the image rate (the PyTorch example decodes JPEGs with DALI on the \
+           CPU by default, eight processes sharing one host's cores; PaddlePaddle's example, \
+           also DALI, loses less), and GPU clocks in a fully loaded node. A straggler spread \
+           could absorb the gap, but only as a value fitted to these figures, which this check \
+           refuses.\n\n";
+    (md, rows)
+}
+
+/// 16384 as "16 KiB", 2^21 as "2 MiB".
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// Part 2: the bucket-size sweep in the DDP paper's setting.
+fn ddp_part() -> (String, Vec<BucketRow>) {
+    let cluster = ddp_cluster();
+    let v100 = Gpu::preset("v100").expect("preset");
+    let sizes = sweep_sizes();
+    let cases: Vec<(&str, usize)> = vec![("amp", 16), ("amp", 32), ("fp32", 16), ("fp32", 32)];
+    let mut rows = Vec::new();
+    let mut columns = Vec::new();
+    for &(precision, ranks) in &cases {
+        let run = v100.resnet50(precision).expect("published V100 figure");
+        let step = resnet50_step(run.batch, run.one_gpu);
+        let sweep = bucket_sweep(&step, &cluster, ranks, &sizes);
+        for (bytes, p) in &sweep {
+            rows.push(BucketRow {
+                precision: precision.into(),
+                ranks,
+                bucket_bytes: *bytes,
+                step_ms: p.step_s * 1e3,
+                collectives: p.gradient_collectives,
+                exposed_comm_ms: p.exposed_comm_s * 1e3,
+            });
+        }
+        columns.push((precision, ranks, run.batch, sweep));
+    }
+    let mut md = String::from(
+        "## 2. Bucket size in the PyTorch DDP paper's setting\n\n\
+         Li et al. (VLDB 2020) measured DDP's per-iteration time against the bucket size for \
+         ResNet-50 and BERT on 16 and 32 V100s with NCCL and found the best buckets at tens of \
+         MB (DDP's default is 25 MB; as summarized in issue 30, the paper's figures are not \
+         re-checked against a stored copy here). Here: ResNet-50 from NVIDIA's published one-V100 figures \
+         (mixed precision: 1,200 img/s at 256; FP32: 367 img/s at 112), servers of eight V100 on \
+         NVLink 2 with one 100 Gb/s port each (the paper's cluster as read from it, not \
+         re-checked here), NCCL's ring latencies, buckets overlapped with the backward pass. \
+         Step time in ms; the best of each column in bold.\n\n| bucket |",
+    );
+    for (precision, ranks, batch, _) in &columns {
+        md += &format!(" {precision}, {ranks} GPUs, {batch}/GPU |");
+    }
+    md += "\n|---|";
+    md += &"---|".repeat(columns.len());
+    md += "\n";
+    for (i, &bytes) in sizes.iter().enumerate() {
+        md += &format!("| {} |", size(bytes));
+        for (_, _, _, sweep) in &columns {
+            let best = sweep
+                .iter()
+                .map(|(_, p)| p.step_s)
+                .fold(f64::INFINITY, f64::min);
+            let t = sweep[i].1.step_s;
+            if t == best {
+                md += &format!(" **{:.1}** |", t * 1e3);
+            } else {
+                md += &format!(" {:.1} |", t * 1e3);
+            }
+        }
+        md += "\n";
+    }
+    md += "\nWithin 1% of each column's best:";
+    for (precision, ranks, _, sweep) in &columns {
+        let best = sweep
+            .iter()
+            .map(|(_, p)| p.step_s)
+            .fold(f64::INFINITY, f64::min);
+        let near: Vec<u64> = sweep
+            .iter()
+            .filter(|(_, p)| p.step_s <= 1.01 * best)
+            .map(|(b, _)| *b)
+            .collect();
+        md += &format!(
+            " {precision} on {ranks}: {} to {};",
+            near.first().map_or("-".into(), |&b| size(b)),
+            near.last().map_or("-".into(), |&b| size(b))
+        );
+    }
+    md.pop();
+    md += ".\n\n";
+    md += "Both walls of the paper's curve are there: buckets too small pay NCCL's latency once \
+           per collective (2 (N - 1) ring steps, 62 on 32 GPUs), and once the sums of all those \
+           buckets outlast the backward pass the step grows; buckets of 64 MiB and more leave \
+           the last sums after the backward pass. But the model's flat bottom is far wider than \
+           the paper's: it starts at 128 KiB or below, where DDP measured its best at tens of \
+           MB. The model's only cost per bucket is NCCL's latency. Not in it: DDP's own \
+           work per bucket (autograd hooks, copying gradients into the bucket, a launch and a \
+           stream wait each), the paper's network transport (NCCL's latencies here are its \
+           InfiniBand figures; over TCP sockets each step would cost more; which one the paper \
+           used is not checked here), and backward kernels slowed by NCCL kernels running \
+           beside them.\n\n";
+    (md, rows)
 }

@@ -3,7 +3,8 @@
 //! Input: a one-device training step ([`StepProfile`]: forward time, per-layer backward times
 //! and gradient sizes, in the order the backward pass produces them), the gradient bucket
 //! schedule, the collectives that cannot wait (BatchNorm statistics summed over the ranks), the
-//! host time of issuing the step's ops, and an α–β model of the links ([`Link`], with presets).
+//! host time of issuing the step's ops, and the links ([`Link`]: NCCL's published ring cost
+//! model for the presets, α–β for custom links).
 //! Output: the predicted step time, throughput and scaling efficiency for N ranks, with and
 //! without overlap and bucketing ([`predict`], [`sweep`]).
 //!
@@ -15,22 +16,31 @@
 //! 3. blocking sums (synchronized BatchNorm): on the critical path, never hidden;
 //! 4. stragglers: a synchronous step waits for the slowest rank. With per-rank compute times
 //!    spread around their mean with coefficient of variation `cv`, the slowest of N takes
-//!    `mean * (1 + cv * E[max of N standard normals])` ([`straggler`]);
+//!    `mean * (1 + cv * E[max of N standard normals])` ([`straggler`]). No published
+//!    measurement of that spread is built in: `cv` is 0 unless the user gives one;
 //! 5. host: ops are issued by the host while the device runs them; the step takes at least
 //!    the host's issue time ([`HostModel`]).
 //!
-//! All-reduce time: ring, `2 (N-1) (α + M / (N β))`, or one-shot, `α + (N-1) M / β`, whichever
-//! is shorter (the collective library picks by size). Beyond one node, hierarchical:
-//! reduce-scatter in the node, ring all-reduce of the node's share across nodes, all-gather in
-//! the node.
+//! All-reduce time ([`all_reduce_seconds`]): one ring through every rank, `2 (N-1)` steps. On a
+//! preset link each step costs NCCL's published latency for its hardware and protocol, plus a
+//! base latency per collective, and the protocol with the least time is taken, as NCCL does.
+//! On a custom link each step costs α, or one-shot `α + (N-1) M / β` when shorter. Across
+//! nodes the ring's bandwidth is the smaller of the node's link and its network ports.
+//!
+//! Inputs and their sources: [`gpu`] (published throughputs), [`LINK_PRESETS`] (link specs),
+//! the NCCL latencies in `link.rs`; [`validate`] checks the predictions against held-out
+//! published 8-GPU results.
 
+pub mod gpu;
 mod link;
 mod predict;
 mod profile;
 pub mod straggler;
+pub mod validate;
 mod workload;
 
-pub use link::{all_reduce_seconds, Link, Topology, LINK_PRESETS};
+pub use gpu::{Gpu, Published, GPUS, RESNET50};
+pub use link::{all_reduce_seconds, Hw, Link, Topology, BUS_SHARE, LINK_PRESETS};
 pub use predict::{predict, sweep, HostModel, Prediction, Scenario, Schedule};
 pub use profile::{Layer, StepProfile};
 pub use workload::{gpt, resnet, LayerShape, Workload};

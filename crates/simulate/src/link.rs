@@ -1,86 +1,122 @@
-//! α–β links and the time of an all-reduce over them.
+//! Links between ranks, and the time of an all-reduce over them.
+//!
+//! Two cost models. A preset link is timed as NCCL times its own ring all-reduce (the
+//! latencies below are NCCL's published cost model, not fitted here). A custom link
+//! ([`Link::custom`], or `--alpha-us`) is a plain α–β link: α per ring step, or one α for a
+//! one-shot sum, whichever is shorter (firemesh's own collectives pick by size).
 
 use crate::{Result, SimulateError};
 use serde::{Deserialize, Serialize};
 
-/// A link between ranks: `alpha_s` is the fixed cost of one message (launch, synchronization,
-/// wire latency), `bytes_per_s` the bandwidth one rank gets in one direction while every rank
-/// sends (a ring's bus bandwidth).
+/// The kind of hardware a step of NCCL's ring crosses: it selects NCCL's per-step latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hw {
+    NvLink,
+    Pci,
+    Net,
+}
+
+/// A link between ranks: `bytes_per_s` is the bus bandwidth one rank reaches in a ring while
+/// every rank sends (what nccl-tests reports as busbw); `alpha_s` the fixed cost of one ring
+/// step on a custom link. A preset link has `nccl` set and takes its latencies from NCCL's
+/// model instead of `alpha_s`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     pub name: String,
     pub alpha_s: f64,
     pub bytes_per_s: f64,
+    #[serde(default)]
+    pub nccl: Option<Hw>,
 }
 
-/// A preset: name, what it is, α in µs, peak bandwidth per direction in GB/s, and the share of
-/// the peak a bulk transfer reaches.
+/// A preset: name, what it is, the hardware kind, and the peak bandwidth per direction of one
+/// GPU (or one network port) in GB/s.
+#[derive(Debug)]
 pub struct LinkPreset {
     pub name: &'static str,
     pub about: &'static str,
-    pub alpha_us: f64,
+    pub hw: Hw,
     pub peak_gb_s: f64,
-    pub efficiency: f64,
 }
 
-/// The presets. Peaks are the published per-direction figures of each link; the efficiency is
-/// what a bulk copy reaches in practice (about 80% of a bus, 90% of an RDMA network); α is an
-/// order of magnitude for one kernel-driven step (a few µs on a bus, more across a network).
-/// `--alpha-us` and `--bandwidth-gbs` override both.
+/// The share of the peak a ring all-reduce reaches. NCCL's own cost model caps the A100's
+/// NVLink 3 ring at 235 GB/s of bus bandwidth (`if (compCap80) busBw = std::min(busBw,
+/// 235.0f)`, src/graph/tuning.cc, github.com/NVIDIA/nccl at 01afd20, 2020), 235/300 of the
+/// peak. No such figure was found for the other links: the same share is assumed for them (an
+/// assumption, not a measurement; `--bandwidth-gbs` overrides it).
+pub const BUS_SHARE: f64 = 235.0 / 300.0;
+
+/// Peak figures per direction, from the vendors' specifications: NVLink 2 (V100 SXM2) 6 links
+/// of 25 GB/s, NVLink 3 (A100 SXM4) 12, NVLink 4 (H100/H200 SXM) 18 (NVIDIA's V100, A100 and
+/// H100 datasheets: 300, 600 and 900 GB/s both directions together); PCIe 4.0 x16 16 GT/s and
+/// PCIe 5.0 x16 32 GT/s per lane with 128b/130b coding (PCI-SIG); InfiniBand EDR 100 Gb/s,
+/// HDR 200 Gb/s, NDR 400 Gb/s per port.
 pub const LINK_PRESETS: &[LinkPreset] = &[
     LinkPreset {
+        name: "nvlink2",
+        about: "NVLink 2 (V100 SXM2, DGX-1): 6 links, 150 GB/s per direction",
+        hw: Hw::NvLink,
+        peak_gb_s: 150.0,
+    },
+    LinkPreset {
         name: "nvlink3",
-        about: "NVLink 3 (A100): 12 links, 300 GB/s per direction",
-        alpha_us: 5.0,
+        about: "NVLink 3 (A100 SXM4): 12 links, 300 GB/s per direction",
+        hw: Hw::NvLink,
         peak_gb_s: 300.0,
-        efficiency: 0.8,
     },
     LinkPreset {
         name: "nvlink4",
-        about: "NVLink 4 (H100/H200): 18 links, 450 GB/s per direction",
-        alpha_us: 5.0,
+        about: "NVLink 4 (H100/H200 SXM): 18 links, 450 GB/s per direction",
+        hw: Hw::NvLink,
         peak_gb_s: 450.0,
-        efficiency: 0.8,
     },
     LinkPreset {
         name: "pcie4",
         about: "PCIe 4.0 x16: 31.5 GB/s per direction",
-        alpha_us: 8.0,
+        hw: Hw::Pci,
         peak_gb_s: 31.5,
-        efficiency: 0.8,
     },
     LinkPreset {
         name: "pcie5",
         about: "PCIe 5.0 x16: 63 GB/s per direction",
-        alpha_us: 8.0,
+        hw: Hw::Pci,
         peak_gb_s: 63.0,
-        efficiency: 0.8,
     },
     LinkPreset {
         name: "net100",
-        about: "100 Gb/s network (RDMA), one port per GPU",
-        alpha_us: 15.0,
+        about: "100 Gb/s network port (InfiniBand EDR, RDMA)",
+        hw: Hw::Net,
         peak_gb_s: 12.5,
-        efficiency: 0.9,
     },
     LinkPreset {
         name: "net200",
-        about: "200 Gb/s network (RDMA), one port per GPU",
-        alpha_us: 15.0,
+        about: "200 Gb/s network port (InfiniBand HDR, RDMA)",
+        hw: Hw::Net,
         peak_gb_s: 25.0,
-        efficiency: 0.9,
     },
     LinkPreset {
         name: "net400",
-        about: "400 Gb/s network (RDMA), one port per GPU",
-        alpha_us: 15.0,
+        about: "400 Gb/s network port (InfiniBand NDR, RDMA)",
+        hw: Hw::Net,
         peak_gb_s: 50.0,
-        efficiency: 0.9,
     },
 ];
 
+/// NCCL's ring all-reduce cost model, protocols LL, LL128 and Simple (src/graph/tuning.cc,
+/// github.com/NVIDIA/nccl at commit 01afd20, NCCL 2.8, 2020): a base latency per collective
+/// (`baseLat`, µs), a latency per ring step by hardware (`hwLat`, µs; rows NVLink, PCI,
+/// network), and the share of the bus bandwidth each protocol carries (LL sends 4 bytes of
+/// flag with every 4 of data and NCCL counts it at 1/4 for an all-reduce; LL128 120 of 128
+/// bytes, `0.92`).
+const BASE_US: [f64; 3] = [3.6, 10.0, 8.4];
+const STEP_US: [[f64; 3]; 3] = [[0.47, 1.9, 3.4], [1.0, 2.5, 5.7], [2.7, 4.0, 9.6]];
+const BW_SHARE: [f64; 3] = [0.25, 0.92, 1.0];
+const LL: usize = 0;
+const LL128: usize = 1;
+const SIMPLE: usize = 2;
+
 impl Link {
-    /// A link with α in µs and bandwidth in GB/s (10^9 bytes per second).
+    /// A plain α–β link: α in µs per ring step, bus bandwidth in GB/s (10^9 bytes per second).
     pub fn custom(name: &str, alpha_us: f64, gb_s: f64) -> Result<Link> {
         if !(alpha_us.is_finite() && alpha_us >= 0.0) {
             return Err(SimulateError::Invalid(format!(
@@ -96,10 +132,12 @@ impl Link {
             name: name.to_string(),
             alpha_s: alpha_us * 1e-6,
             bytes_per_s: gb_s * 1e9,
+            nccl: None,
         })
     }
 
-    /// The preset named `name` (see [`LINK_PRESETS`]).
+    /// The preset named `name` (see [`LINK_PRESETS`]): NCCL's latencies, [`BUS_SHARE`] of the
+    /// peak.
     pub fn preset(name: &str) -> Result<Link> {
         let p = LINK_PRESETS
             .iter()
@@ -111,16 +149,29 @@ impl Link {
                     names.join(", ")
                 ))
             })?;
-        Link::custom(p.name, p.alpha_us, p.peak_gb_s * p.efficiency)
+        let mut link = Link::custom(p.name, 0.0, p.peak_gb_s * BUS_SHARE)?;
+        link.nccl = Some(p.hw);
+        Ok(link)
+    }
+
+    /// The same link with another bus bandwidth (GB/s); a preset keeps NCCL's latencies.
+    pub fn with_bandwidth(&self, gb_s: f64) -> Result<Link> {
+        let mut link = Link::custom(&format!("{} (custom)", self.name), 0.0, gb_s)?;
+        link.alpha_s = self.alpha_s;
+        link.nccl = self.nccl;
+        Ok(link)
     }
 }
 
-/// Ranks in nodes: `intra` joins the ranks of a node, `inter` the nodes (one port per rank).
+/// Ranks in nodes: `intra` joins the ranks of a node, `inter` the nodes through
+/// `ports_per_node` network ports per node (one per rank when `None`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
     pub intra: Link,
     pub inter: Link,
     pub ranks_per_node: usize,
+    #[serde(default)]
+    pub ports_per_node: Option<usize>,
 }
 
 impl Topology {
@@ -130,37 +181,66 @@ impl Topology {
             inter: link.clone(),
             intra: link,
             ranks_per_node: usize::MAX,
+            ports_per_node: None,
         }
     }
 }
 
-/// Seconds of one all-reduce of `bytes` per rank over `n` ranks.
+/// Seconds of one all-reduce of `bytes` per rank over `n` ranks: one ring through every rank
+/// (NCCL's ring: 2 (n - 1) steps, 2 (nodes - 1) of them across the network), its bandwidth the
+/// smaller of the node's links and the node's network ports together.
 pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
-    let g = topology.ranks_per_node.max(1);
-    if n <= g {
-        return in_node(&topology.intra, n, bytes);
-    }
-    // Hierarchical: each rank of a node owns 1/g of the buffer after the reduce-scatter, sums
-    // it with its peers of the other nodes (the g rings run side by side, one port each), and
-    // the all-gather spreads the result in the node.
-    let nodes = n.div_ceil(g);
-    let share = bytes / g as f64;
-    let step =
-        |link: &Link, k: usize, b: f64| (k - 1) as f64 * (link.alpha_s + b / link.bytes_per_s);
-    let scatter_gather = 2.0 * step(&topology.intra, g, share);
-    let across = 2.0 * step(&topology.inter, nodes, share / nodes as f64);
-    scatter_gather + across
-}
-
-/// Ring or one-shot, whichever is shorter, over `n` ranks of one link.
-fn in_node(link: &Link, n: usize, bytes: f64) -> f64 {
     if n <= 1 {
         return 0.0;
     }
-    let k = n as f64;
-    let ring = 2.0 * (k - 1.0) * (link.alpha_s + bytes / (k * link.bytes_per_s));
-    let one_shot = link.alpha_s + (k - 1.0) * bytes / link.bytes_per_s;
-    ring.min(one_shot)
+    let g = topology.ranks_per_node.clamp(1, n);
+    let nodes = n.div_ceil(g);
+    let (intra, inter) = (&topology.intra, &topology.inter);
+    let ports = topology.ports_per_node.unwrap_or(g).max(1) as f64;
+    let bus = if nodes > 1 {
+        intra.bytes_per_s.min(ports * inter.bytes_per_s)
+    } else {
+        intra.bytes_per_s
+    };
+    let steps = 2 * (n - 1);
+    let inter_steps = 2 * (nodes - 1);
+    let intra_steps = (steps - inter_steps) as f64;
+    // Bytes each rank moves per unit of bus bandwidth: 2 (n - 1) / n of the buffer.
+    let moved = bytes * steps as f64 / n as f64;
+    match (intra.nccl, inter.nccl) {
+        (Some(intra_hw), Some(inter_hw)) => {
+            let protocols: &[usize] = if nodes == 1 && intra_hw == Hw::NvLink {
+                &[LL, LL128, SIMPLE] // NCCL 2.8 enables LL128 on NVLink within a node only
+            } else {
+                &[LL, SIMPLE]
+            };
+            protocols
+                .iter()
+                .map(|&p| {
+                    // NCCL's refinements: LL's intra-node steps cost 1.8× on more than one
+                    // node; Simple's large multi-node all-reduce 1.9× ("plateau effect").
+                    let ll_factor = if nodes > 1 && p == LL { 1.8 } else { 1.0 };
+                    let step_intra = STEP_US[intra_hw as usize][p] * ll_factor;
+                    let step_inter = STEP_US[inter_hw as usize][p];
+                    let mut latency_us =
+                        BASE_US[p] + intra_steps * step_intra + inter_steps as f64 * step_inter;
+                    if p == SIMPLE && nodes > 1 && bytes >= n as f64 / 16.0 * 65536.0 {
+                        latency_us *= 1.9;
+                    }
+                    latency_us * 1e-6 + moved / (bus * BW_SHARE[p])
+                })
+                .fold(f64::INFINITY, f64::min)
+        }
+        _ => {
+            let ring = intra_steps * intra.alpha_s + inter_steps as f64 * inter.alpha_s;
+            let ring = ring + moved / bus;
+            if nodes > 1 {
+                return ring;
+            }
+            let one_shot = intra.alpha_s + (n - 1) as f64 * bytes / bus;
+            ring.min(one_shot)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +248,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ring_time_is_alpha_beta() {
+    fn custom_link_is_alpha_beta_ring_or_one_shot() {
         let link = Link::custom("l", 10.0, 100.0).unwrap();
         let t = Topology::flat(link);
         assert_eq!(all_reduce_seconds(&t, 1, 1e9), 0.0);
@@ -182,30 +262,54 @@ mod tests {
     }
 
     #[test]
-    fn hierarchy_uses_the_network_for_the_node_share() {
+    fn nccl_ring_follows_its_cost_model() {
+        let nvl = Link::preset("nvlink3").unwrap();
         let t = Topology {
-            intra: Link::custom("bus", 0.0, 200.0).unwrap(),
-            inter: Link::custom("net", 0.0, 20.0).unwrap(),
+            intra: nvl.clone(),
+            inter: Link::preset("net200").unwrap(),
             ranks_per_node: 8,
+            ports_per_node: None,
         };
-        let bytes = 8e8;
-        // 2 nodes of 8: in the node 2 * 7 * 1e8 / 200e9 = 7 ms; across 2 * 1 * 5e7 / 20e9 = 5 ms.
-        let got = all_reduce_seconds(&t, 16, bytes);
-        assert!((got - (7e-3 + 5e-3)).abs() < 1e-12, "{got}");
-        // More nodes cost more, but stay bounded by twice the share over the network.
-        let many = all_reduce_seconds(&t, 64, bytes);
-        assert!(many > got && many < 7e-3 + 2.0 * 1e8 / 20e9);
+        // 8 bytes on 8 GPUs of one node: LL wins, 3.6 + 14 * 0.47 µs of latency.
+        let tiny = all_reduce_seconds(&t, 8, 8.0);
+        let ll = (3.6 + 14.0 * 0.47) * 1e-6 + 8.0 * 14.0 / 8.0 / (nvl.bytes_per_s * 0.25);
+        assert!((tiny - ll).abs() < 1e-12, "{tiny} vs {ll}");
+        // 1 GB: bandwidth-bound, Simple at the full bus bandwidth.
+        let big = all_reduce_seconds(&t, 8, 1e9);
+        let simple = (8.4 + 14.0 * 3.4) * 1e-6 + 1e9 * 14.0 / 8.0 / nvl.bytes_per_s;
+        assert!((big - simple).abs() < 1e-12, "{big} vs {simple}");
+        // Across two nodes the ring crosses the network twice and runs at the 8 ports' 157 GB/s.
+        let two = all_reduce_seconds(&t, 16, 1e9);
+        let bus = 8.0 * t.inter.bytes_per_s;
+        let lat = 1.9 * (8.4 + 28.0 * 3.4 + 2.0 * 9.6) * 1e-6;
+        assert!(
+            (two - (lat + 1e9 * 30.0 / 16.0 / bus)).abs() < 1e-12,
+            "{two}"
+        );
+        // One port per node: eight times less bandwidth across nodes.
+        let one_port = Topology {
+            ports_per_node: Some(1),
+            ..t.clone()
+        };
+        assert!(all_reduce_seconds(&one_port, 16, 1e9) > 7.0 * two);
     }
 
     #[test]
     fn presets_and_bad_links() {
         for p in LINK_PRESETS {
             let l = Link::preset(p.name).unwrap();
-            assert!(l.bytes_per_s < p.peak_gb_s * 1e9 && l.alpha_s > 0.0);
+            assert!((l.bytes_per_s - p.peak_gb_s * 1e9 * BUS_SHARE).abs() < 1.0);
+            assert_eq!(l.nccl, Some(p.hw));
         }
-        assert!(Link::preset("NVLink4").is_ok());
+        // NCCL's A100 figure, 235 GB/s.
+        assert!((Link::preset("NVLink3").unwrap().bytes_per_s - 235e9).abs() < 1.0);
         let e = Link::preset("nvlink9").unwrap_err().to_string();
         assert!(e.contains("nvlink3") && e.contains("--alpha-us"), "{e}");
+        let half = Link::preset("nvlink4")
+            .unwrap()
+            .with_bandwidth(100.0)
+            .unwrap();
+        assert_eq!((half.nccl, half.bytes_per_s), (Some(Hw::NvLink), 100e9));
         assert!(Link::custom("x", -1.0, 1.0).is_err());
         assert!(Link::custom("x", 1.0, 0.0).is_err());
         assert!(Link::custom("x", 1.0, f64::NAN).is_err());

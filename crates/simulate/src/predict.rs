@@ -42,7 +42,8 @@ pub struct Scenario {
     pub schedule: Schedule,
     /// Whether a bucket's collective starts as soon as it is full (else after the backward).
     pub overlap: bool,
-    /// Coefficient of variation of one rank's compute time.
+    /// Coefficient of variation of one rank's compute time: 0 unless the user measured one
+    /// (no published figure is built in).
     pub straggler_cv: f64,
     pub host: HostModel,
     /// The ranks share one thread and one compute device (a CPU mesh whose ranks run in

@@ -1,98 +1,101 @@
-//! The simulator against published results and the bucket-size effect.
+//! The simulator against held-out published results, and the bucket-size effect where the
+//! PyTorch DDP paper measured it. The tests check how the predictions behave; the errors
+//! themselves are printed (and tabled by `simulate_check`), whatever they are.
 
-use firemesh_simulate::{
-    predict, resnet, HostModel, Link, Scenario, Schedule, StepProfile, Topology,
+use firemesh_simulate::validate::{
+    bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
 };
+use firemesh_simulate::{predict, Gpu, Link, Topology, RESNET50};
 
-const MIB: u64 = 1 << 20;
-
-/// NVIDIA's published ResNet-50 v1.5 training throughput on one A100 80GB (mixed precision,
-/// batch 256 per GPU, PyTorch): 2,470 images/s; on eight in a DGX A100 (NVLink 3): 16,621.
-const A100_ONE: f64 = 2_470.0;
-const A100_EIGHT: f64 = 16_621.0;
-
-fn a100_resnet50() -> StepProfile {
-    // Under automatic mixed precision the parameters, so the gradients summed, are f32.
-    StepProfile::from_workload(&resnet(50, 224, 1000).unwrap(), 256.0, 256.0 / A100_ONE, 4).unwrap()
-}
-
-fn dgx(schedule: Schedule, overlap: bool, straggler_cv: f64) -> Scenario {
-    Scenario {
-        topology: Topology {
-            intra: Link::preset("nvlink3").unwrap(),
-            inter: Link::preset("net200").unwrap(),
-            ranks_per_node: 8,
-        },
-        schedule,
-        overlap,
-        straggler_cv,
-        host: HostModel::default(),
-        serial: false,
+#[test]
+fn eight_gpu_predictions_come_from_the_one_gpu_figures() {
+    let checks = eight_gpu_checks();
+    let mut misses = 0;
+    for c in &checks {
+        let p = &c.prediction;
+        println!(
+            "{} {} {}: one GPU {:.0}, predicted 8 {:.0} ({:.2}x), published {:.0} ({:.2}x): {:+.1}%",
+            c.run.framework,
+            c.run.gpu,
+            c.run.precision,
+            c.run.one_gpu,
+            p.throughput,
+            p.throughput / c.run.one_gpu,
+            c.run.eight_gpus,
+            c.run.eight_gpus / c.run.one_gpu,
+            100.0 * c.error
+        );
+        misses += usize::from(c.error.abs() > 0.10);
+        // Nothing is fitted: the prediction is the simulator's step of the one-GPU profile.
+        let gpu = Gpu::preset(c.run.gpu).unwrap();
+        let again = predict(&resnet50_step(c.run.batch, c.run.one_gpu), &machine(gpu), 8);
+        assert_eq!(&again, p);
+        assert_eq!(p.straggler_s, 0.0);
+        assert!(p.efficiency <= 1.0 && p.step_s >= p.compute_s);
     }
-}
-
-#[test]
-fn predicts_the_published_eight_a100_result() {
-    let p = a100_resnet50();
-    let buckets = Schedule::Buckets { bytes: 25 * MIB };
-    // Communication alone: 102 MB of gradients over NVLink 3 take about 1 ms of a 104 ms step,
-    // nearly all of it behind the backward pass. That predicts almost 8×, 17% above the
-    // published 6.72×: the α–β model alone cannot explain it.
-    let comm_only = predict(&p, &dgx(buckets, true, 0.0), 8);
-    let over = comm_only.throughput / A100_EIGHT - 1.0;
-    assert!(over > 0.15, "{comm_only:?}");
-    assert!(comm_only.hidden_fraction() > 0.7, "{comm_only:?}");
-    // A synchronous step waits for the slowest of the eight GPUs. With a 10% spread of
-    // per-GPU step time (clocks under the power cap, the host's input pipeline), the expected
-    // slowest of 8 is 14% above the mean, and the prediction falls within 10%.
-    let with_stragglers = predict(&p, &dgx(buckets, true, 0.10), 8);
-    let err = with_stragglers.throughput / A100_EIGHT - 1.0;
     println!(
-        "8 x A100: comm only {:.0} img/s ({:+.1}%), with stragglers {:.0} img/s ({:+.1}%), published {A100_EIGHT}",
-        comm_only.throughput,
-        100.0 * over,
-        with_stragglers.throughput,
-        100.0 * err
+        "{misses} of {} 8-GPU results missed by more than 10%",
+        checks.len()
     );
-    assert!(err.abs() < 0.10, "{with_stragglers:?}");
 }
 
 #[test]
-fn buckets_too_small_and_too_large_are_both_slower() {
-    // Eight A100s joined by PCIe 4 only: communication matters (about 7 ms per step).
-    let p = a100_resnet50();
-    let mut scenario = dgx(Schedule::PerTensor, true, 0.0);
-    scenario.topology = Topology::flat(Link::preset("pcie4").unwrap());
-    let step = |scenario: &Scenario, bytes: u64| {
-        let mut s = scenario.clone();
-        s.schedule = Schedule::Buckets { bytes };
-        predict(&p, &s, 8).step_s
+fn predictions_respond_to_the_link() {
+    // The published A100 mixed-precision run on ever slower links: never faster, and much
+    // slower once the gradient sums cannot hide behind the backward pass.
+    let run = &RESNET50[0];
+    let base = machine(Gpu::preset(run.gpu).unwrap());
+    let at = |gb_s: f64| {
+        let mut s = base.clone();
+        s.topology.intra = s.topology.intra.with_bandwidth(gb_s).unwrap();
+        check(run, &s).prediction.throughput
     };
-    let sizes = [
-        16 << 10,
-        64 << 10,
-        MIB,
-        4 * MIB,
-        25 * MIB,
-        64 * MIB,
-        256 * MIB,
-    ];
-    let times: Vec<f64> = sizes.iter().map(|&b| step(&scenario, b)).collect();
+    let speeds: Vec<f64> = [1000.0, 235.0, 50.0, 10.0, 2.0]
+        .iter()
+        .map(|&b| at(b))
+        .collect();
+    assert!(speeds.windows(2).all(|w| w[1] <= w[0]), "{speeds:?}");
+    assert!(speeds[4] < speeds[0], "{speeds:?}");
+    // NVLink 4 (H100, H200) sums faster than NVLink 3.
+    let step = resnet50_step(256, 2470.0);
+    let on = |gpu: &str| predict(&step, &machine(Gpu::preset(gpu).unwrap()), 8);
+    assert!(on("h100").gradient_comm_s < on("a100").gradient_comm_s);
+}
+
+#[test]
+fn buckets_too_small_and_too_large_both_cost_in_the_ddp_setting() {
+    // The DDP paper's setting: ResNet-50 on V100s (NVIDIA's mixed-precision figure), 32 GPUs
+    // in 4 servers.
+    let v100 = Gpu::preset("v100").unwrap().resnet50("amp").unwrap();
+    let step = resnet50_step(v100.batch, v100.one_gpu);
+    let sizes = sweep_sizes();
+    let times = |topology: &Topology| -> Vec<f64> {
+        bucket_sweep(&step, topology, 32, &sizes)
+            .iter()
+            .map(|(_, p)| p.step_s)
+            .collect()
+    };
+    let cluster = ddp_cluster();
+    let t = times(&cluster);
     println!(
         "bucket MiB -> step ms: {:?}",
         sizes
             .iter()
-            .map(|&b| b as f64 / MIB as f64)
-            .zip(times.iter().map(|t| t * 1e3))
+            .map(|&b| b as f64 / (1u64 << 20) as f64)
+            .zip(t.iter().map(|s| s * 1e3))
             .collect::<Vec<_>>()
     );
-    let best = times.iter().cloned().fold(f64::INFINITY, f64::min);
-    let (first, last) = (times[0], *times.last().unwrap());
-    assert!(first > best * 1.02 && last > best * 1.02, "{times:?}");
-    let at = times.iter().position(|&t| t == best).unwrap();
-    assert!(at > 0 && at < times.len() - 1);
-    // Without overlap, bigger buckets only save latency: no U.
-    scenario.overlap = false;
-    let flat: Vec<f64> = sizes.iter().map(|&b| step(&scenario, b)).collect();
-    assert!(flat.windows(2).all(|w| w[0] >= w[1]), "{flat:?}");
+    let best = t.iter().cloned().fold(f64::INFINITY, f64::min);
+    let at = t.iter().position(|&x| x == best).unwrap();
+    assert!(at > 0 && at < t.len() - 1, "no interior optimum: {t:?}");
+    assert!(t[0] > 1.01 * best && t[t.len() - 1] > 1.01 * best, "{t:?}");
+    // Without NCCL's latencies (the same bandwidths, α = 0), small buckets cost nothing: the
+    // left side of the U is the per-collective latency.
+    let free = Topology {
+        intra: Link::custom("nvlink2, no latency", 0.0, cluster.intra.bytes_per_s / 1e9).unwrap(),
+        inter: Link::custom("net100, no latency", 0.0, cluster.inter.bytes_per_s / 1e9).unwrap(),
+        ..cluster.clone()
+    };
+    let f = times(&free);
+    assert!(f.windows(2).all(|w| w[0] <= w[1] + 1e-12), "{f:?}");
 }

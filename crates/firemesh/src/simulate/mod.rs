@@ -9,7 +9,8 @@ pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, F
 use crate::train::ModelName;
 use crate::{Error, Result};
 use firemesh_simulate::{
-    gpt, resnet, HostModel, Link, Prediction, Scenario, Schedule, StepProfile, Topology, Workload,
+    gpt, resnet, Gpu, HostModel, Link, Prediction, Published, Scenario, Schedule, StepProfile,
+    Topology, Workload,
 };
 use std::path::PathBuf;
 
@@ -26,42 +27,56 @@ pub struct SimulateOptions {
     #[arg(long, default_value_t = 1000)]
     pub classes: usize,
     /// Samples in one rank's batch: images, or sequences of the model's context for a GPT
-    /// [default: 256 images, 8 sequences].
+    /// [default: the published run's batch for ResNet-50 (256 images; 112 on V100 in FP32),
+    /// else 256 images or 8 sequences].
     #[arg(long)]
     pub batch: Option<usize>,
+    /// GPU: v100, a100, h100, h200. Sets the link between the GPUs of a node and, for ResNet-50
+    /// at 224 px, the one-GPU throughput NVIDIA published for it (none is built in for H100
+    /// and H200: give --throughput).
+    #[arg(long, default_value = "a100")]
+    pub gpu: String,
+    /// Precision of the published one-GPU figure: amp (mixed), tf32 (A100) or fp32 (V100).
+    #[arg(long, default_value = "amp")]
+    pub precision: String,
     /// One device's measured training throughput, images/s or tokens/s [default for ResNet-50
-    /// at 224 px: 2,470, NVIDIA's published A100 mixed-precision figure].
+    /// at 224 px: the published figure of --gpu and --precision, 2,470 images/s for an A100 in
+    /// mixed precision].
     #[arg(long)]
     pub throughput: Option<f64>,
     /// A measured step as JSON (the fields of `firemesh_simulate::StepProfile`), instead of
     /// --model and --throughput.
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Link between the ranks of a node: nvlink3, nvlink4, pcie4, pcie5, net100, net200, net400.
-    #[arg(long, default_value = "nvlink3")]
-    pub link: String,
-    /// Override the link's α (µs per message).
+    /// Link between the ranks of a node: nvlink2, nvlink3, nvlink4, pcie4, pcie5, net100,
+    /// net200, net400 [default: the GPU's NVLink].
+    #[arg(long)]
+    pub link: Option<String>,
+    /// Replace NCCL's latency model of the link by a plain α per ring step (µs).
     #[arg(long)]
     pub alpha_us: Option<f64>,
-    /// Override the link's bandwidth (GB/s per rank and direction).
+    /// Override the link's bus bandwidth (GB/s per rank).
     #[arg(long)]
     pub bandwidth_gbs: Option<f64>,
-    /// Link between nodes (one port per rank).
+    /// Link between nodes (one port per rank unless --ports-per-node).
     #[arg(long, default_value = "net200")]
     pub network: String,
     /// Ranks in one node.
     #[arg(long, default_value_t = 8)]
     pub ranks_per_node: usize,
+    /// Network ports per node [default: one per rank].
+    #[arg(long)]
+    pub ports_per_node: Option<usize>,
     /// Rank counts to predict.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
     pub ranks: Vec<usize>,
-    /// Gradient bucket size in MiB.
+    /// Gradient bucket size in MiB (25: PyTorch DDP's default).
     #[arg(long, default_value_t = 25.0)]
     pub bucket_mib: f64,
-    /// Spread (coefficient of variation) of one rank's step time: a synchronous step waits
-    /// for the slowest rank. 0.10 reproduces NVIDIA's published 8×A100 ResNet-50 result
-    /// (6.72×) within 4%; 0 is a machine whose ranks never differ.
-    #[arg(long, default_value_t = 0.10)]
+    /// Spread (coefficient of variation) of one rank's step time, if you measured it: a
+    /// synchronous step waits for the slowest rank. No published figure is built in, so the
+    /// default is 0: ranks that never differ.
+    #[arg(long, default_value_t = 0.0)]
     pub straggler_cv: f64,
     /// Bytes of one gradient element (4: f32, also under mixed precision).
     #[arg(long, default_value_t = 4)]
@@ -71,7 +86,11 @@ pub struct SimulateOptions {
     /// per rank and op.
     #[arg(long)]
     pub firemesh: bool,
-    /// Host time of one kernel launch on the inner backend (µs), with --firemesh.
+    /// Host time of one kernel launch on the inner backend (µs), with --firemesh [default 4:
+    /// NVIDIA's "Getting Started with CUDA Graphs" blog times short kernels launched back to
+    /// back at a few µs each, launch included].
+    // Source: https://developer.nvidia.com/blog/cuda-graphs/ (NVIDIA Technical Blog, 2019); its
+    // per-kernel figures were not re-checked against a stored copy when this default was set.
     #[arg(long, default_value_t = 4.0)]
     pub launch_us: f64,
     /// With --firemesh: the ranks' ops issued on rank threads (`FIREMESH_RANK_THREADS=1`; a
@@ -90,6 +109,11 @@ pub struct Simulation {
     pub scenario: Scenario,
     /// Where the profile's step time came from.
     pub source: String,
+    /// The GPU preset (what it is).
+    pub gpu: String,
+    /// The published run whose one-GPU figure was used, if one was: its 8-GPU figure is shown
+    /// beside the prediction.
+    pub published: Option<Published>,
     pub predictions: Vec<Prediction>,
     /// The same rank counts without overlap, with one collective per tensor, and both.
     pub no_overlap: Vec<Prediction>,
@@ -111,8 +135,15 @@ pub fn run(o: &SimulateOptions) -> Result<Simulation> {
 
 /// The predictions of `o`, without printing or writing.
 pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
-    let (mut profile, source, workload) = profile(o)?;
-    let scenario_base = scenario(o)?;
+    let gpu = Gpu::preset(&o.gpu).map_err(|e| Error::Invalid(format!("--gpu: {e}")))?;
+    if !["amp", "tf32", "fp32"].contains(&o.precision.to_ascii_lowercase().as_str()) {
+        return Err(Error::Invalid(format!(
+            "--precision {:?}: amp, tf32 or fp32",
+            o.precision
+        )));
+    }
+    let (mut profile, source, workload, published) = profile(o, gpu)?;
+    let scenario_base = scenario(o, gpu)?;
     if o.ranks.is_empty() || o.ranks.iter().any(|&n| n == 0 || n > 65_536) {
         return Err(Error::Invalid(
             "--ranks: give rank counts from 1 to 65536, like 1,2,4,8".into(),
@@ -121,6 +152,8 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
     let mut scenario = scenario_base;
     let mut firemesh_step = None;
     if o.firemesh {
+        // firemesh's host time per op, measured here as benches/results/op_host_time.md
+        // records it (Sharded<Flex>, ranks in turn or on rank threads), plus one launch.
         let measured = measure_firemesh_step(o.model, &o.ranks)?;
         profile.ops_per_step = measured.ops_per_step as usize;
         profile.blocking_sums = measured.blocking_sums as usize;
@@ -143,9 +176,9 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         at(&s)
     };
     let largest = *o.ranks.iter().max().expect("checked non-empty");
-    let bucket_sweep = (0..=14)
-        .map(|i| {
-            let bytes = (16u64 << 10) << i; // 16 KiB .. 256 MiB
+    let bucket_sweep = firemesh_simulate::validate::sweep_sizes()
+        .into_iter()
+        .map(|bytes| {
             let mut s = scenario.clone();
             s.schedule = Schedule::Buckets { bytes };
             (
@@ -163,15 +196,19 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         profile,
         scenario,
         source,
+        gpu: gpu.about.to_string(),
+        published,
         firemesh_step,
     })
 }
 
 /// The profile: read from a file, or the model's shape with one measured step time.
-fn profile(o: &SimulateOptions) -> Result<(StepProfile, String, Option<Workload>)> {
+type Profiled = (StepProfile, String, Option<Workload>, Option<Published>);
+
+fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
     if let Some(path) = &o.profile {
         let p = StepProfile::load(path).map_err(|e| Error::Invalid(e.to_string()))?;
-        return Ok((p, format!("profile {}", path.display()), None));
+        return Ok((p, format!("profile {}", path.display()), None, None));
     }
     let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
     let (workload, samples) = match o.model {
@@ -193,15 +230,38 @@ fn profile(o: &SimulateOptions) -> Result<(StepProfile, String, Option<Workload>
         ModelName::Gpt2Small => 1024,
         _ => 1,
     };
+    let published_shape =
+        o.model == ModelName::Resnet50 && o.image_size == 224 && o.classes == 1000;
+    let published = published_shape
+        .then(|| gpu.resnet50(&o.precision))
+        .flatten();
+    let samples = published.map_or(samples, |p| p.batch as usize);
     let samples = o.batch.map_or(samples, |b| b * context) as f64;
-    let (throughput, source) = match o.throughput {
-        Some(t) => (t, format!("{t} {} per second on one device (given)", workload.unit)),
-        None if o.model == ModelName::Resnet50 && o.image_size == 224 => (
-            2_470.0,
-            "2,470 images/s on one A100 80GB (NVIDIA's published ResNet-50 v1.5 mixed-precision figure)"
-                .to_string(),
+    let (throughput, source) = match (o.throughput, published) {
+        (Some(t), _) => (t, format!("{t} {} per second on one device (given)", workload.unit)),
+        (None, Some(p)) => (
+            p.one_gpu,
+            format!(
+                "{} images/s on one {}, {}, {} images per GPU: NVIDIA's published {} ResNet-50 v1.5 figure ({})",
+                thousands(p.one_gpu),
+                gpu.about,
+                match p.precision {
+                    "amp" => "mixed precision",
+                    "tf32" => "TF32",
+                    _ => "FP32",
+                },
+                p.batch,
+                p.framework,
+                p.source
+            ),
         ),
-        None => {
+        (None, None) if published_shape => {
+            return Err(Error::Invalid(format!(
+                "simulate resnet50 on {} in {}: no published one-GPU figure is built in (there are: a100 amp|tf32, v100 amp|fp32); give --throughput",
+                gpu.name, o.precision
+            )))
+        }
+        (None, None) => {
             return Err(Error::Invalid(format!(
                 "simulate {}: give --throughput (one device's {} per second) or --profile",
                 o.model, workload.unit
@@ -220,23 +280,30 @@ fn profile(o: &SimulateOptions) -> Result<(StepProfile, String, Option<Workload>
         o.grad_element_bytes,
     )
     .map_err(invalid)?;
-    Ok((p, source, Some(workload)))
+    // Its 8-GPU figure is shown beside the prediction of the same software's step only.
+    let published = published
+        .filter(|_| o.throughput.is_none() && !o.firemesh)
+        .copied();
+    Ok((p, source, Some(workload), published))
 }
 
-fn scenario(o: &SimulateOptions) -> Result<Scenario> {
+fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
     let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
-    let mut intra = Link::preset(&o.link).map_err(invalid)?;
-    if o.alpha_us.is_some() || o.bandwidth_gbs.is_some() {
-        intra = Link::custom(
-            &format!("{} (custom)", intra.name),
-            o.alpha_us.unwrap_or(intra.alpha_s * 1e6),
-            o.bandwidth_gbs.unwrap_or(intra.bytes_per_s / 1e9),
-        )
-        .map_err(invalid)?;
+    let preset = Link::preset(o.link.as_deref().unwrap_or(gpu.link)).map_err(invalid)?;
+    let mut intra = preset.clone();
+    if let Some(gb_s) = o.bandwidth_gbs {
+        intra = intra.with_bandwidth(gb_s).map_err(invalid)?;
+    }
+    if let Some(alpha_us) = o.alpha_us {
+        let name = format!("{} (custom)", preset.name);
+        intra = Link::custom(&name, alpha_us, intra.bytes_per_s / 1e9).map_err(invalid)?;
     }
     let inter = Link::preset(&o.network).map_err(invalid)?;
     if o.ranks_per_node == 0 {
         return Err(Error::Invalid("--ranks-per-node must be 1 or more".into()));
+    }
+    if o.ports_per_node == Some(0) {
+        return Err(Error::Invalid("--ports-per-node must be 1 or more".into()));
     }
     if !(o.bucket_mib.is_finite() && o.bucket_mib > 0.0 && o.bucket_mib <= 65_536.0) {
         return Err(Error::Invalid(format!(
@@ -266,6 +333,7 @@ fn scenario(o: &SimulateOptions) -> Result<Scenario> {
             intra,
             inter,
             ranks_per_node: o.ranks_per_node,
+            ports_per_node: o.ports_per_node,
         },
         schedule: Schedule::Buckets {
             bytes: ((o.bucket_mib * (1u64 << 20) as f64) as u64).max(1),
@@ -290,4 +358,17 @@ fn mean_batch_norm_bytes(w: &Workload) -> f64 {
         return 0.0;
     }
     4.0 * channels.iter().sum::<u64>() as f64 / channels.len() as f64
+}
+
+/// 2470.0 as "2,470".
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

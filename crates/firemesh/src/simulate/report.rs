@@ -20,14 +20,26 @@ pub fn markdown(sim: &Simulation) -> String {
         Schedule::PerTensor => "one collective per tensor".to_string(),
         Schedule::Buckets { bytes } => format!("buckets of {:.1} MiB", bytes as f64 / MIB),
     };
+    let latency = |l: &firemesh_simulate::Link| match l.nccl {
+        Some(_) => "NCCL's ring latencies".to_string(),
+        None => format!("α {:.1} µs per step", l.alpha_s * 1e6),
+    };
+    let ports = match s.topology.ports_per_node {
+        Some(k) => format!("{k} network ports per node"),
+        None => "a network port per rank".to_string(),
+    };
     let _ = writeln!(
         md,
-        "# Simulated scaling: {}\n\n\
+        "# Simulated scaling: {}{}\n\n\
          - One device: {:.1} ms per step of {} {} ({:.0} {}/s); source: {}.\n\
          - Gradients: {} tensors, {:.1} MB, summed in {bucket}, overlapped with the backward pass.\n\
-         - Links: {} in a node (α {:.1} µs, {:.1} GB/s), {} across nodes (α {:.1} µs, {:.1} GB/s), {} ranks per node.\n\
-         - Straggler spread (cv of a rank's step time): {}.",
+         - Links: {} in a node ({}, {:.1} GB/s bus bandwidth), {} across nodes ({}, {:.1} GB/s per port), {} ranks per node, {ports}.\n\
+         - Straggler spread (cv of a rank's step time): {} (no published spread is built in; give a measured one with --straggler-cv).",
         p.model,
+        match &sim.published {
+            Some(_) => format!(" on {}", sim.gpu),
+            None => String::new(),
+        },
         p.compute_s() * 1e3,
         p.samples_per_rank,
         p.unit,
@@ -37,10 +49,10 @@ pub fn markdown(sim: &Simulation) -> String {
         p.gradient_tensors(),
         p.gradient_bytes() as f64 / 1e6,
         s.topology.intra.name,
-        s.topology.intra.alpha_s * 1e6,
+        latency(&s.topology.intra),
         s.topology.intra.bytes_per_s / 1e9,
         s.topology.inter.name,
-        s.topology.inter.alpha_s * 1e6,
+        latency(&s.topology.inter),
         s.topology.inter.bytes_per_s / 1e9,
         s.topology.ranks_per_node,
         s.straggler_cv
@@ -83,7 +95,7 @@ pub fn markdown(sim: &Simulation) -> String {
             100.0 * r.efficiency,
             r.gradient_comm_s * 1e3,
             r.exposed_comm_s * 1e3,
-            100.0 * r.hidden_fraction(),
+            (100.0 * r.hidden_fraction()).max(0.0),
             r.blocking_s * 1e3,
             r.host_s * 1e3,
             r.gradient_collectives,
@@ -91,6 +103,23 @@ pub fn markdown(sim: &Simulation) -> String {
             100.0 * sim.no_overlap[i].efficiency,
             100.0 * sim.per_tensor[i].efficiency,
             100.0 * sim.per_tensor_no_overlap[i].efficiency,
+        );
+    }
+    if let (Some(run), Some(eight)) = (
+        &sim.published,
+        sim.predictions.iter().find(|r| r.ranks == 8),
+    ) {
+        let _ = writeln!(
+            md,
+            "\nPublished for this run on eight GPUs: {:.0} {}/s ({:.2}×); predicted {:.0} ({:.2}×), {:+.1}%. \
+             The prediction has no term for what an 8-GPU run loses besides communication \
+             (benches/results/simulate_check.md).",
+            run.eight_gpus,
+            p.unit,
+            run.eight_gpus / run.one_gpu,
+            eight.throughput,
+            eight.throughput / run.one_gpu,
+            100.0 * (eight.throughput / run.eight_gpus - 1.0)
         );
     }
     let largest = sim.predictions.iter().map(|r| r.ranks).max().unwrap_or(1);
@@ -101,7 +130,7 @@ pub fn markdown(sim: &Simulation) -> String {
     for (bytes, step) in &sim.bucket_sweep {
         let _ = writeln!(md, "| {} | {:.2} |", size(*bytes), step * 1e3);
     }
-    md += "\nModel: firemesh-simulate (α–β ring or one-shot all-reduce, hierarchical across nodes; \
+    md += "\nModel: firemesh-simulate (ring all-reduce timed by NCCL's published cost model on preset links, α–β ring or one-shot on custom ones; \
            buckets filled in backward order and summed on a stream beside compute; blocking sums on \
            the critical path; the slowest rank sets the step; the step lasts at least the host's \
            issue time). Predictions, not measurements.\n";

@@ -46,12 +46,24 @@ fn default_run_predicts_eight_a100s_and_writes_its_report() {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sim/simulate.json")).unwrap())
             .unwrap();
-    // NVIDIA: 16,621 images/s on 8 A100s (NVLink 3).
+    // Nothing fitted: no straggler spread; NVIDIA's published 8-GPU figure (16,621 images/s)
+    // is shown beside the prediction, which comes from the one-GPU figure and the links only.
+    assert_eq!(
+        json["scenario"]["straggler_cv"], 0.0,
+        "{}",
+        json["scenario"]
+    );
+    assert_eq!(
+        json["published"]["eight_gpus"], 16621.0,
+        "{}",
+        json["published"]
+    );
     let eight = prediction(&json, 8);
-    let err = eight["throughput"].as_f64().unwrap() / 16_621.0 - 1.0;
-    assert!(err.abs() < 0.10, "{eight}");
-    assert_eq!(eight["gradient_collectives"], 4); // ceil(102.2 MB / 25 MiB)
-                                                  // Efficiency falls with the rank count (stragglers, then the network beyond a node).
+    let speedup = eight["throughput"].as_f64().unwrap() / 2470.0;
+    assert!(1.0 < speedup && speedup <= 8.0, "{eight}");
+    // ceil(102.2 MB / 25 MiB)
+    assert_eq!(eight["gradient_collectives"], 4);
+    // Efficiency falls with the rank count (the network beyond a node).
     let eff: Vec<f64> = json["predictions"]
         .as_array()
         .unwrap()
