@@ -22,10 +22,10 @@
 
 use super::{same_stream, sum_run, F};
 use crate::exec::{worker, Job};
-use firemesh_collective::panic_message;
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
+use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
 use std::cell::{Cell, RefCell};

@@ -126,7 +126,6 @@ fn poll_budget() -> Duration {
 
 const DEFAULT_POLL_US: u64 = 50;
 
-
 /// Where a lane leaves one job's result.
 struct Slot<T> {
     rank: usize,
