@@ -13,7 +13,7 @@ if ! git diff --quiet HEAD -- crates models datasets benches/src examples script
     exit 1
 fi
 commit=$(git rev-parse --short HEAD)
-all=(allreduce sharded_step learner_step op_host_time simulate_check bench zoo)
+all=(allreduce sharded_step learner_step op_host_time simulate_check simulate_firemesh bench zoo)
 wanted=("$@")
 [ ${#wanted[@]} -eq 0 ] && wanted=("${all[@]}")
 for w in "${wanted[@]}"; do
@@ -39,6 +39,10 @@ wants sharded_step && run sharded_step target/debug/sharded_step
 wants learner_step && run learner_step target/debug/learner_step
 wants op_host_time && run op_host_time target/debug/op_host_time
 wants simulate_check && run simulate_check target/debug/simulate_check
+if wants simulate_firemesh; then
+    run simulate_firemesh target/release/firemesh simulate --firemesh --out benches/results/simulate_firemesh
+    run simulate_firemesh target/release/firemesh simulate --firemesh --rank-threads --out benches/results/simulate_firemesh_threads
+fi
 wants bench && run bench target/release/firemesh bench --runtimes cpu
 wants zoo && run zoo scripts/zoo-throughput.sh target/release/firemesh
 echo "== done: benches/results/ at $commit; check the tables, then commit them"

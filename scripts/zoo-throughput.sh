@@ -24,7 +24,7 @@ out=benches/results/zoo_cpu.md
 {
     echo "# The zoo on the CPU mesh: median step throughput"
     echo
-    echo "Measured at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . && echo "" || echo " (with uncommitted changes)")."
+    echo "Measured at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ":(exclude)benches/results" && echo "" || echo " (with uncommitted changes)")."
     echo
     echo "$(date -u +%Y-%m-%d), $(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)),"
     echo "\`firemesh train --mesh cpu\` ($bin), $steps steps per run, step 1 left out. Absolute figures of this machine."

@@ -30,7 +30,6 @@ mod cifar10;
 mod error;
 mod image;
 mod image_folder;
-mod rng;
 mod sampler;
 mod synthetic;
 mod text;

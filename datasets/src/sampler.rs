@@ -10,7 +10,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use crate::error::DatasetError;
-use crate::rng::SplitMix64;
+use firemesh_rng::SplitMix64;
 
 /// What to do when the dataset length is not a multiple of the world size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@ use burn::data::dataset::Dataset;
 
 use crate::error::DatasetError;
 use crate::image::ImageItem;
-use crate::rng::SplitMix64;
+use firemesh_rng::SplitMix64;
 
 /// Shape and content of a [`SyntheticImages`] dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ impl SyntheticImages {
         let prototypes = (0..config.num_classes as u64)
             .map(|class| {
                 let mut rng = SplitMix64::from_keys(&[config.seed, 0, class]);
-                (0..size).map(|_| rng.next_unit()).collect()
+                (0..size).map(|_| rng.next_f32()).collect()
             })
             .collect();
         Ok(Self { config, prototypes })
@@ -86,7 +86,7 @@ impl Dataset<ImageItem> for SyntheticImages {
         let mut rng = SplitMix64::from_keys(&[self.config.seed, 1, index as u64]);
         let pixels = self.prototypes[label]
             .iter()
-            .map(|&p| (1.0 - noise) * p + noise * rng.next_unit())
+            .map(|&p| (1.0 - noise) * p + noise * rng.next_f32())
             .collect();
         Some(ImageItem {
             pixels,

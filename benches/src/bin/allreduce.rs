@@ -219,7 +219,7 @@ fn main() {
         );
     }
     md += "\nOn CUDA, `ours cuda` waits on the host for both devices around each transfer \
-           (`Transfer::Synchronous`, `FIREMESH_CUDA_COPY=sync`); `ours cuda stream` queues transfers on raw \
+           (`Transfer::Synchronous`, `--cuda-copy sync` in the CLI); `ours cuda stream` queues transfers on raw \
            streams ordered against CubeCL's with flags in device memory \
            (`Transfer::StreamOrdered`, the default); `stream/sync` is the \
            ratio of their times (above 1: stream-ordered is faster). ";

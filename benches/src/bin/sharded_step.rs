@@ -6,12 +6,15 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
-use burn::optim::{Optimizer, SgdConfig};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{Sgd, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::Parser;
+use firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
+use firemesh::Trainer;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
-use firemesh_benches::{median, resnet_grads, step_rows};
+use firemesh_benches::{median, resnet_loss, step_rows};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use std::time::Instant;
 
@@ -44,50 +47,56 @@ trait Setup {
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32;
 }
 
-struct Run<B: AutodiffBackend, O> {
+type SgdOf<B> = OptimizerAdaptor<Sgd<<B as AutodiffBackend>::InnerBackend>, ResNet<B>, B>;
+
+struct Run<B: AutodiffBackend> {
     name: String,
     device: B::Device,
-    model: Option<ResNet<B>>,
-    optim: O,
+    trainer: Trainer<B, ResNet<B>, SgdOf<B>>,
     place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> Batch<B>,
 }
 
-impl<B: AutodiffBackend, O: Optimizer<ResNet<B>, B>> Setup for Run<B, O> {
+impl<B: AutodiffBackend> Setup for Run<B>
+where
+    ResNet<B>: AutodiffModule<B>,
+{
     fn name(&self) -> String {
         self.name.clone()
     }
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32 {
-        let model = self.model.take().expect("model");
         let x = Tensor::<B, 4>::from_data(images.clone(), &self.device);
         let y = Tensor::<B, 1, Int>::from_data(labels.clone(), &self.device);
         let (x, y) = (self.place)(x, y);
-        let (grads, value) = resnet_grads(&model, x, y);
-        self.model = Some(self.optim.step(0.05, model, grads));
-        value
+        let report = self
+            .trainer
+            .step(|model| Ok(resnet_loss(model, x, y)))
+            .expect("a training step");
+        report.loss as f32
     }
 }
 
-fn run<B: AutodiffBackend>(
-    name: String,
-    device: B::Device,
-    place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> Batch<B>,
-) -> Box<dyn Setup>
+/// A tiny ResNet, the same weights in every setup, and its SGD.
+fn model<B: AutodiffBackend>(device: &B::Device) -> (ResNet<B>, SgdOf<B>)
 where
     ResNet<B>: AutodiffModule<B>,
 {
-    B::seed(&device, 3);
+    B::seed(device, 3);
     let model = ResNetConfig::tiny(CLASSES)
-        .init::<B>(&device)
+        .init::<B>(device)
         .expect("valid config");
     // Parameters initialize lazily; draw them now, so every setup starts from the same weights.
     firemesh_benches::init_params(&model);
-    let optim = SgdConfig::new().init::<B, ResNet<B>>();
-    Box::new(Run {
-        name,
-        device,
-        model: Some(model),
-        optim,
-        place,
+    (model, SgdConfig::new().init::<B, ResNet<B>>())
+}
+
+fn single(name: &str) -> Box<dyn Setup> {
+    type B = Autodiff<Ref>;
+    let (model, optim) = model::<B>(&FlexDevice);
+    Box::new(Run::<B> {
+        name: name.into(),
+        device: FlexDevice,
+        trainer: Trainer::single_device(model, optim, &FlexDevice).with_lr(|_| 0.05),
+        place: keep,
     })
 }
 
@@ -116,7 +125,14 @@ fn sharded(ranks: usize, parallel: bool) -> Box<dyn Setup> {
         "Sharded<Flex> N={ranks}{}",
         if parallel { " (rank threads)" } else { "" }
     );
-    let setup = run::<Autodiff<Sharded<Ref>>>(name, mesh.clone(), split);
+    let (model, optim) = model::<Autodiff<Sharded<Ref>>>(&mesh);
+    let trainer = Trainer::sharded(model, optim, &mesh, DEFAULT_BUCKET_BYTES).with_lr(|_| 0.05);
+    let setup = Box::new(Run {
+        name,
+        device: mesh.clone(),
+        trainer,
+        place: split,
+    });
     Box::new(Mode {
         mesh,
         parallel,
@@ -144,7 +160,7 @@ impl Setup for Mode {
 fn main() {
     let args = Args::parse();
     let mut setups: Vec<Box<dyn Setup>> = vec![
-        run::<Autodiff<Ref>>("Flex".into(), FlexDevice, keep),
+        single("Flex"),
         sharded(1, false),
         sharded(2, false),
         sharded(2, true),

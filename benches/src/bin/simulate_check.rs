@@ -19,21 +19,21 @@
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{Sgd, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_flex::{Flex, FlexDevice};
 use burn_wgpu::{Wgpu, WgpuDevice};
 use clap::Parser;
-use cubecl::wgpu::WgpuRuntime;
 use firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
-use firemesh::backend::{shard, shard_int, stats, Mesh, Sharded};
+use firemesh::backend::{shard, shard_int, Mesh, Sharded};
 use firemesh::collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
 use firemesh::collective::{ReduceOp, TensorCollectives};
-use firemesh::grads::reduce_gradients;
-use firemesh::mesh::{sharded_on_group, DeviceMesh};
+use firemesh::mesh::{DeviceMesh, RuntimeConfig};
 use firemesh::simulate::per_op_seconds;
-use firemesh_benches::{median, resnet_grads, write_results};
+use firemesh::Trainer;
+use firemesh_benches::{median, resnet_loss, write_results};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use firemesh_simulate::validate::{
     bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
@@ -93,53 +93,61 @@ struct Counted {
 }
 
 /// One training setup stepped in turns with another, so that machine noise hits both alike.
-struct Setup<B: AutodiffBackend, P, S> {
-    model: Option<ResNet<B>>,
+struct Setup<B: AutodiffBackend, P> {
+    trainer: Trainer<B, ResNet<B>, OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>>,
     /// Synced at the end of each step, so that a queueing runtime's work counts.
     device: B::Device,
-    optim: burn::optim::adaptor::OptimizerAdaptor<burn::optim::Sgd<B::InnerBackend>, ResNet<B>, B>,
     place: P,
-    sum_grads: S,
     times: Vec<f64>,
     counted: Counted,
 }
 
-impl<B, P, S> Setup<B, P, S>
+/// Plain SGD at 0.05, as every setup trains.
+fn sgd<B: AutodiffBackend>() -> OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>
+where
+    ResNet<B>: AutodiffModule<B>,
+{
+    SgdConfig::new().init::<B, ResNet<B>>()
+}
+
+impl<B, P> Setup<B, P>
 where
     B: AutodiffBackend,
     ResNet<B>: AutodiffModule<B>,
     P: Fn(&TensorData, &TensorData) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
-    S: Fn(&ResNet<B>, &mut GradientsParams) -> usize,
 {
-    fn new(model: ResNet<B>, device: B::Device, place: P, sum_grads: S) -> Self {
+    fn new(
+        trainer: Trainer<B, ResNet<B>, OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>>,
+        device: B::Device,
+        place: P,
+    ) -> Self {
         Setup {
-            model: Some(model),
+            trainer: trainer.with_lr(|_| 0.05),
             device,
-            optim: SgdConfig::new().init::<B, ResNet<B>>(),
             place,
-            sum_grads,
             times: Vec::new(),
             counted: Counted::default(),
         }
     }
 
-    /// One SGD step, timed when `keep`; counts its ops and blocking sums.
+    /// One step of the trainer, timed when `keep`; counts its ops and blocking sums (all sums
+    /// but the gradient buckets').
     fn step(&mut self, (images, labels): (&TensorData, &TensorData), keep: bool) {
-        let model = self.model.take().expect("model");
         let start = Instant::now();
         let (x, y) = (self.place)(images, labels);
-        let ((mut grads, loss), passes) = stats::count(|| resnet_grads(&model, x, y));
-        let (_, reduce) = stats::count(|| (self.sum_grads)(&model, &mut grads));
-        let (next, update) = stats::count(|| self.optim.step(0.05, model, grads));
-        self.model = Some(next);
+        let report = self
+            .trainer
+            .step(|m| Ok(resnet_loss(m, x, y)))
+            .expect("a training step");
         B::sync(&self.device).expect("sync");
-        assert!(loss.is_finite());
+        assert!(report.loss.is_finite());
         if keep {
             self.times.push(start.elapsed().as_secs_f64());
         }
+        let sums: u64 = report.counts.routes.values().sum();
         self.counted = Counted {
-            ops: passes.ops + reduce.ops + update.ops,
-            sums: passes.routes.values().sum(),
+            ops: report.counts.ops,
+            sums: sums - report.gradient_collectives as u64,
         };
     }
 }
@@ -244,7 +252,7 @@ fn validate<B: Backend>(
         mesh.set_parallel(false);
         let on_device = device.clone();
         let mut one = Setup::new(
-            model::<Autodiff<B>>(&device),
+            Trainer::single_device(model::<Autodiff<B>>(&device), sgd(), &device),
             device.clone(),
             move |x: &TensorData, y: &TensorData| {
                 (
@@ -252,26 +260,24 @@ fn validate<B: Backend>(
                     Tensor::from_data(y.clone(), &on_device),
                 )
             },
-            |_: &ResNet<Autodiff<B>>, _: &mut GradientsParams| 0,
         );
         // One rank of firemesh at the per-rank batch: the same placement rules, no peers.
         let lone = mesh_of(1);
         lone.set_parallel(false);
+        let lone_model = model::<Autodiff<Sharded<B>>>(&lone);
         let mut rank = Setup::new(
-            model::<Autodiff<Sharded<B>>>(&lone),
+            Trainer::sharded(lone_model, sgd(), &lone, DEFAULT_BUCKET_BYTES)
+                .without_early_buckets(),
             lone.clone(),
             sharded_batch(lone.clone()),
-            |_: &ResNet<Autodiff<Sharded<B>>>, _: &mut GradientsParams| 0,
         );
         let m = model::<Autodiff<Sharded<B>>>(&mesh);
         let (grad_bytes, stat_bytes) = parameter_bytes(&m);
+        // The ranks are issued in turn and the scenario is serial: buckets summed at the end.
         let mut many = Setup::new(
-            m,
+            Trainer::sharded(m, sgd(), &mesh, DEFAULT_BUCKET_BYTES).without_early_buckets(),
             mesh.clone(),
             sharded_batch(mesh.clone()),
-            |m: &ResNet<Autodiff<Sharded<B>>>, g: &mut GradientsParams| {
-                reduce_gradients::<B, _>(m, g, DEFAULT_BUCKET_BYTES)
-            },
         );
         for step in 0..=args.steps {
             one.step((&small.0, &small.1), step > 0);
@@ -403,7 +409,9 @@ fn main() {
                         "wgpu",
                         devices[0].clone(),
                         |n| {
-                            sharded_on_group::<WgpuRuntime, Wgpu>(&devices[..n]).expect("wgpu mesh")
+                            RuntimeConfig::default()
+                                .wgpu_mesh(&devices[..n])
+                                .expect("wgpu mesh")
                         },
                         |n, bytes| fit_wgpu_link(&devices[..n], bytes),
                     ))

@@ -6,12 +6,13 @@
 //! otherwise it is drawn whole. [`ShardedTensor::drawn`] is the one place a draw is taken.
 
 use crate::data::{replicated_from_first, share};
-use crate::kind::{FloatKind, IntKind, Kind};
-use crate::mesh::{mix, Mesh};
-use crate::placement::Placement;
+use crate::kind::{FloatKind, IntKind};
+use crate::mesh::Mesh;
+use crate::pending::{Draw, Pending};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, DType, Distribution, FloatDType, IntDType, Shape};
-use std::sync::{Mutex, OnceLock};
+use firemesh_rng::mix;
+use std::sync::Mutex;
 
 /// A random float tensor (see the module docs for when it is drawn).
 pub(crate) fn random_float<B: Backend>(
@@ -51,62 +52,6 @@ pub(crate) fn random_int<B: Backend>(
             mesh,
         )
     })
-}
-
-/// Draws the parts of a pending tensor: `whole` as a `Replicated` value, or the blocks of
-/// `Shard(dim)` with the given sizes.
-pub(crate) trait Draw<B: Backend, K: Kind<B>>: Send + Sync {
-    fn whole(&self, mesh: &Mesh<B::Device>) -> Vec<K::P>;
-    fn blocks(&self, mesh: &Mesh<B::Device>, dim: usize, sizes: &[usize]) -> Vec<K::P>;
-}
-
-/// A draw not taken yet, shared by the clones of its tensor.
-pub(crate) struct Pending<B: Backend, K: Kind<B>> {
-    shape: Shape,
-    dtype: DType,
-    draw: Box<dyn Draw<B, K>>,
-    taken: OnceLock<(Vec<K::P>, Placement)>,
-}
-
-impl<B: Backend, K: Kind<B>> Pending<B, K> {
-    pub(crate) fn new(shape: Shape, dtype: DType, draw: Box<dyn Draw<B, K>>) -> Self {
-        Self {
-            shape,
-            dtype,
-            draw,
-            taken: OnceLock::new(),
-        }
-    }
-
-    pub(crate) fn shape(&self) -> &Shape {
-        &self.shape
-    }
-
-    pub(crate) fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// The parts and placement, once drawn.
-    pub(crate) fn taken(&self) -> Option<&(Vec<K::P>, Placement)> {
-        self.taken.get()
-    }
-
-    /// Draws (once; later calls return the first draw): as the blocks of `Shard(dim)` when
-    /// `blocks` gives sizes that add up to the length of `dim`, whole otherwise.
-    pub(crate) fn take(
-        &self,
-        mesh: &Mesh<B::Device>,
-        blocks: Option<(usize, &[usize])>,
-    ) -> &(Vec<K::P>, Placement) {
-        self.taken.get_or_init(|| {
-            crate::exec::on_device_stream::<B, _>(|| match blocks {
-                Some((dim, sizes)) if self.shape.get(dim) == Some(&sizes.iter().sum()) => {
-                    (self.draw.blocks(mesh, dim, sizes), Placement::Shard(dim))
-                }
-                _ => (self.draw.whole(mesh), Placement::Replicated),
-            })
-        })
-    }
 }
 
 /// A draw taken from the mesh's per-rank streams: stream `stream` for the draw, split by rank.

@@ -22,6 +22,7 @@ pub mod kind;
 mod mesh;
 mod ops;
 mod part;
+mod pending;
 mod placement;
 mod redistribute;
 mod route;
@@ -32,7 +33,7 @@ mod tensor;
 
 pub use api::*;
 pub use backend::Sharded;
-pub use mesh::{Mesh, MeshError, MESH_TYPE_ID};
+pub use mesh::{Mesh, MeshConfig, MeshError, MESH_TYPE_ID};
 pub use placement::Placement;
 pub use route::{MeshCollectives, Route};
 pub use tensor::ShardedTensor;

@@ -3,13 +3,13 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
-use crate::exec::Lanes;
-use crate::route::MeshCollectives;
+use crate::exec::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
 pub const MESH_TYPE_ID: u16 = 0xF1E5;
@@ -24,12 +24,19 @@ struct MeshInner<D> {
     index: u16,
     devices: Vec<D>,
     parallel: AtomicBool,
+    /// How long idle rank threads poll before they sleep.
+    lane_poll: Mutex<Duration>,
+    /// [`MeshConfig::settle_before_comm`].
+    settle_before_comm: AtomicBool,
     /// The threads of ranks 1.., started when first used.
     lanes: OnceLock<Lanes>,
-    /// `Arc<dyn MeshCollectives<B>>` per inner backend `B`, by type.
+    /// The collective group of each inner backend `B` (an `Arc<dyn MeshCollectives<B>>`, see
+    /// `route.rs`), by type.
     collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
     streams: Mutex<(u64, u64)>,
+    /// The early gradient buckets armed here (an `EarlyBuckets`' state), if any.
+    early_buckets: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
 }
 
 impl<D: 'static> MeshInner<D> {
@@ -42,41 +49,50 @@ impl<D: 'static> MeshInner<D> {
         Self {
             index,
             devices,
-            parallel: AtomicBool::new(rank_threads_by_default::<D>()),
+            parallel: AtomicBool::new(MeshConfig::default().rank_threads_for::<D>()),
+            lane_poll: Mutex::new(DEFAULT_POLL),
+            settle_before_comm: AtomicBool::new(false),
             lanes: OnceLock::new(),
             collectives: Default::default(),
             streams: Mutex::new((seed, 0)),
+            early_buckets: Mutex::new(None),
         }
     }
 }
 
-/// Whether new meshes over devices `D` run their ranks on their own threads. The environment
-/// variable `FIREMESH_RANK_THREADS` (read once) decides: `0` never, `1` always. Unset (another
-/// value is warned about): on CPU devices and CUDA GPUs, not on wgpu devices. On the CPU, Flex
-/// computes where it is called, so the ranks compute at once. On GPUs, one host thread issuing
-/// every rank's ops in turn is the bottleneck: the simulator's host model gives ResNet-50 on 8
-/// GPUs 61% efficiency in turn against 87% on rank threads (not measured on a GPU yet). On
-/// wgpu, whose software driver stands in for GPUs here, rank threads cost a lavapipe mesh more
-/// host time per op than ranks in turn on the 2-core machine this was measured on
-/// (`op_host_time`).
-fn rank_threads_by_default<D: 'static>() -> bool {
-    static SETTING: OnceLock<Option<bool>> = OnceLock::new();
-    let setting = *SETTING.get_or_init(|| {
-        std::env::var("FIREMESH_RANK_THREADS")
-            .ok()
-            .and_then(|v| match v.trim() {
-                "0" => Some(false),
-                "1" => Some(true),
-                other => {
-                    tracing::warn!(
-                        "FIREMESH_RANK_THREADS={other:?} is neither 0 nor 1: using the default"
-                    );
-                    None
-                }
-            })
-    });
-    use firemesh_collective::stream::{cube_runtime_of, CubeRuntime};
-    setting.unwrap_or(cube_runtime_of::<D>() != Some(CubeRuntime::Wgpu))
+/// How a mesh runs. Made once, at the program's edge (command line, config file, environment),
+/// and handed to the mesh when it is made ([`Mesh::with_config`]); `Default` gives the defaults
+/// below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MeshConfig {
+    /// Whether ranks 1.. run on their own threads ([`Mesh::set_parallel`]). `None`: on CPU
+    /// devices and CUDA GPUs, not on wgpu devices. On the CPU, Flex computes where it is
+    /// called, so the ranks compute at once. On GPUs, one host thread issuing every rank's ops
+    /// in turn is the bottleneck: the simulator's host model gives ResNet-50 on 8 GPUs 61%
+    /// efficiency in turn against 87% on rank threads (not measured on a GPU yet). On wgpu,
+    /// whose software driver stands in for GPUs here, rank threads cost a lavapipe mesh more
+    /// host time per op than ranks in turn on the 2-core machine this was measured on
+    /// (`op_host_time`).
+    pub rank_threads: Option<bool>,
+    /// How long an idle rank thread polls for its next op before it sleeps (waking a sleeping
+    /// thread costs more than a small op); zero sleeps at once. `None`: 50 µs. Applies to rank
+    /// threads started after it is set.
+    pub lane_poll: Option<Duration>,
+    /// Every sum or gather across ranks first waits for the work queued on each rank (its rank
+    /// thread's, and its device's when the ranks have several), so that the time counted in
+    /// communication (`stats::Counts::comm_nanos`) holds communication only, not compute still
+    /// running beside it. For benchmarks: it costs any overlap of that work with the
+    /// communication. Off by default.
+    pub settle_before_comm: bool,
+}
+
+impl MeshConfig {
+    /// Whether a mesh of devices `D` runs its ranks on rank threads under this config.
+    pub fn rank_threads_for<D: 'static>(&self) -> bool {
+        use firemesh_collective::stream::{cube_runtime_of, CubeRuntime};
+        self.rank_threads
+            .unwrap_or(cube_runtime_of::<D>() != Some(CubeRuntime::Wgpu))
+    }
 }
 
 /// Why a mesh could not be built.
@@ -126,6 +142,28 @@ impl<D: DeviceOps> Mesh<D> {
         })
     }
 
+    /// The mesh of `devices` ([`Mesh::new`]), run as `config` says ([`Mesh::configure`]).
+    pub fn with_config(devices: Vec<D>, config: &MeshConfig) -> Result<Self, MeshError> {
+        let mesh = Self::new(devices)?;
+        mesh.configure(config);
+        Ok(mesh)
+    }
+
+    /// Runs this mesh as `config` says, from now on (for every handle to it: meshes are shared
+    /// by device list).
+    pub fn configure(&self, config: &MeshConfig) {
+        *self
+            .inner
+            .lane_poll
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            config.lane_poll.unwrap_or(DEFAULT_POLL);
+        self.inner
+            .settle_before_comm
+            .store(config.settle_before_comm, Ordering::Relaxed);
+        self.set_parallel(config.rank_threads_for::<D>());
+    }
+
     /// `ranks` ranks that all run on `device`.
     pub fn replicate(device: D, ranks: usize) -> Result<Self, MeshError> {
         Self::new(vec![device; ranks])
@@ -151,34 +189,9 @@ impl<D: DeviceOps> Mesh<D> {
         &self.inner.devices[rank]
     }
 
-    /// Sums and gathers of float tensors across this mesh's devices go through `group` (for
-    /// example a `firemesh_collective::Group` over the same CubeCL devices, which reduces in
-    /// device memory) instead of the portable default. Shared by every handle to this mesh.
-    pub fn use_collectives<B>(&self, group: impl MeshCollectives<B>)
-    where
-        B: burn_backend::Backend<Device = D>,
-    {
-        let group: Arc<dyn MeshCollectives<B>> = Arc::new(group);
-        let mut map = self
-            .inner
-            .collectives
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        map.insert(TypeId::of::<B>(), Box::new(group));
-    }
-
-    /// The group registered with [`Mesh::use_collectives`] for backend `B`.
-    pub fn collectives<B>(&self) -> Option<Arc<dyn MeshCollectives<B>>>
-    where
-        B: burn_backend::Backend<Device = D>,
-    {
-        let map = self
-            .inner
-            .collectives
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        let entry = map.get(&TypeId::of::<B>())?;
-        entry.downcast_ref::<Arc<dyn MeshCollectives<B>>>().cloned()
+    /// The collective groups registered here, one per inner backend (see `route.rs`).
+    pub(crate) fn collective_groups(&self) -> &RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
+        &self.inner.collectives
     }
 
     /// Whether every rank runs on the same inner device (then moving data between ranks is free).
@@ -214,12 +227,10 @@ impl<D> Mesh<D> {
     /// only where it needs that rank's data: a sum or gather across ranks, a read back to the
     /// host, [`Backend::sync`](burn_backend::Backend::sync). On CubeCL devices (wgpu, CUDA) a
     /// rank's thread issues to the device stream, as every thread of firemesh does
-    /// (`firemesh_collective::stream`), so each device sees its work in issue order. On by default on CPU devices
-    /// and CUDA GPUs, off on wgpu devices (see `rank_threads_by_default`);
-    /// the environment variable `FIREMESH_RANK_THREADS` (`0` or `1`) sets the default for new
-    /// meshes of any device. Ranks in turn cost less for streams of tiny ops on a machine with
-    /// fewer cores than ranks (`op_host_time`). The setting is shared by every handle to this
-    /// mesh.
+    /// (`firemesh_collective::stream`), so each device sees its work in issue order. On by
+    /// default on CPU devices and CUDA GPUs, off on wgpu devices ([`MeshConfig::rank_threads`]).
+    /// Ranks in turn cost less for streams of tiny ops on a machine with fewer cores than ranks
+    /// (`op_host_time`). The setting is shared by every handle to this mesh.
     pub fn set_parallel(&self, parallel: bool) {
         if !parallel {
             self.wait_issued();
@@ -231,13 +242,23 @@ impl<D> Mesh<D> {
         self.inner.parallel.load(Ordering::Relaxed)
     }
 
+    /// Whether sums and gathers wait for queued work first ([`MeshConfig::settle_before_comm`]).
+    pub fn settles_before_comm(&self) -> bool {
+        self.inner.settle_before_comm.load(Ordering::Relaxed)
+    }
+
     /// The ranks' threads, when the mesh has more than one rank and runs them in parallel.
     pub(crate) fn lanes(&self) -> Option<&Lanes> {
         let ranks = self.inner.devices.len();
         (self.parallel() && ranks > 1).then(|| {
-            self.inner
-                .lanes
-                .get_or_init(|| Lanes::start(ranks, self.inner.index))
+            self.inner.lanes.get_or_init(|| {
+                let poll = *self
+                    .inner
+                    .lane_poll
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                Lanes::start(ranks, self.inner.index, poll)
+            })
         })
     }
 
@@ -260,7 +281,29 @@ impl<D> Mesh<D> {
     pub(crate) fn next_stream(&self) -> u64 {
         let mut streams = self.lock_streams();
         streams.1 += 1;
-        mix(streams.0, streams.1)
+        firemesh_rng::mix(streams.0, streams.1)
+    }
+
+    /// Arms `buckets` (the state of an `EarlyBuckets`) here; returns what was armed before.
+    pub(crate) fn swap_early_buckets(
+        &self,
+        buckets: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Option<Arc<dyn Any + Send + Sync>> {
+        let mut armed = self
+            .inner
+            .early_buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::replace(&mut armed, buckets)
+    }
+
+    /// The early gradient buckets armed here, if any.
+    pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.inner
+            .early_buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     fn lock_streams(&self) -> std::sync::MutexGuard<'_, (u64, u64)> {
@@ -269,16 +312,6 @@ impl<D> Mesh<D> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-/// Combines two values into a well-spread seed (the SplitMix64 finalizer over their mix).
-pub(crate) fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b
-        .wrapping_add(0x9E37_79B9_7F4A_7C15)
-        .wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl<D> Clone for Mesh<D> {

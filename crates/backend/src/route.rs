@@ -15,18 +15,7 @@ use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollec
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-/// The path a sum or gather of parts took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Route {
-    /// Every rank on one device: in place, no copy.
-    OneDevice,
-    /// The collective group registered on the mesh.
-    MeshGroup,
-    /// firemesh-collective's portable group (Burn tensor ops; host copies between devices).
-    PortableGroup,
-    /// Int and bool parts between devices: through host memory.
-    ThroughHost,
-}
+pub use crate::stats::Route;
 
 /// Which ranks need the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,5 +201,36 @@ fn cast<From: 'static, To: 'static>(x: From) -> To {
     match (Box::new(x) as Box<dyn Any>).downcast::<To>() {
         Ok(x) => *x,
         Err(_) => unreachable!("the group routes carry float parts only"),
+    }
+}
+
+/// The mesh's collective groups: set by the user, read by [`route`].
+impl<D: burn_backend::DeviceOps> Mesh<D> {
+    /// Sums and gathers of float tensors across this mesh's devices go through `group` (for
+    /// example a `firemesh_collective::Group` over the same CubeCL devices, which reduces in
+    /// device memory) instead of the portable default. Shared by every handle to this mesh.
+    pub fn use_collectives<B>(&self, group: impl MeshCollectives<B>)
+    where
+        B: burn_backend::Backend<Device = D>,
+    {
+        let group: Arc<dyn MeshCollectives<B>> = Arc::new(group);
+        let mut map = self
+            .collective_groups()
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        map.insert(TypeId::of::<B>(), Box::new(group));
+    }
+
+    /// The group registered with [`Mesh::use_collectives`] for backend `B`.
+    pub fn collectives<B>(&self) -> Option<Arc<dyn MeshCollectives<B>>>
+    where
+        B: burn_backend::Backend<Device = D>,
+    {
+        let map = self
+            .collective_groups()
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        let entry = map.get(&TypeId::of::<B>())?;
+        entry.downcast_ref::<Arc<dyn MeshCollectives<B>>>().cloned()
     }
 }

@@ -3,12 +3,23 @@
 //! is also a `tracing` event (targets `firemesh::fallback`, `firemesh::redistribute`,
 //! `firemesh::route`), so a profile shows missing rules.
 
-pub use crate::route::Route;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// The path a sum or gather of parts took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Route {
+    /// Every rank on one device: in place, no copy.
+    OneDevice,
+    /// The collective group registered on the mesh.
+    MeshGroup,
+    /// firemesh-collective's portable group (Burn tensor ops; host copies between devices).
+    PortableGroup,
+    /// Int and bool parts between devices: through host memory.
+    ThroughHost,
+}
 
 /// A change of placement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,7 +56,8 @@ pub struct Counts {
     pub on_rank_threads: u64,
     /// Wall time the calling thread spent inside sums and gathers across ranks, in
     /// nanoseconds, from when every rank's part was there. Counted as `ops` is. It includes
-    /// work still queued on the devices unless [`settle_before_comm`] is on.
+    /// work still queued on the devices unless the mesh settles first
+    /// (`MeshConfig::settle_before_comm`).
     pub comm_nanos: u64,
     /// Elements each rank contributed to sums across ranks (gradient buckets included).
     /// Counted as `ops` is.
@@ -53,9 +65,9 @@ pub struct Counts {
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
-    /// ([`crate::buckets::set_early_buckets`]), counted where they were started. Their
+    /// (`EarlyBuckets`), counted where they were started. Their
     /// collectives are in `routes` too: they run on the communication thread and are counted
-    /// where they were waited for ([`crate::buckets::close_early_buckets`]), with the time they
+    /// where they were waited for (`EarlyBuckets::close`), with the time they
     /// took there
     /// (`early_comm_nanos`) and the time the waiting thread spent waiting (`early_wait_nanos`,
     /// also in `comm_nanos`). The difference is communication hidden behind other work.
@@ -123,16 +135,6 @@ pub(crate) fn preparing<T>(op: &'static str, f: impl FnOnce() -> T) -> T {
     out
 }
 
-static SETTLE_BEFORE_COMM: AtomicBool = AtomicBool::new(false);
-
-/// With `on`, every sum or gather across ranks first waits for the work queued on each rank
-/// (its rank thread's, and its device's when the ranks have several), so that
-/// [`Counts::comm_nanos`] holds communication only, not compute still running beside it (for
-/// benchmarks: it costs any overlap of that work with the communication).
-pub fn settle_before_comm(on: bool) {
-    SETTLE_BEFORE_COMM.store(on, Ordering::Relaxed);
-}
-
 /// Counts a sum of `elements` per rank.
 pub(crate) fn summed(elements: usize) {
     SUMMED_ELEMENTS.with(|c| c.set(c.get() + elements as u64));
@@ -141,8 +143,10 @@ pub(crate) fn summed(elements: usize) {
 /// Times one sum or gather on the calling thread, until it drops.
 pub(crate) struct CommClock(Instant);
 
-pub(crate) fn comm_clock<B: burn_backend::Backend>(mesh: &crate::Mesh<B::Device>) -> CommClock {
-    if SETTLE_BEFORE_COMM.load(Ordering::Relaxed) {
+pub(crate) fn comm_clock<B: burn_backend::Backend>(
+    mesh: &crate::mesh::Mesh<B::Device>,
+) -> CommClock {
+    if mesh.settles_before_comm() {
         mesh.wait_issued();
         if !mesh.single_device() {
             for d in mesh.devices() {

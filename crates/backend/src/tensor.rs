@@ -1,11 +1,11 @@
 //! The tensor of `Sharded<B>`: one inner tensor per rank and a placement, or a random draw that
-//! no op has used yet (see [`crate::draw`]). Reading a tensor never changes it: pending draws
+//! no op has used yet (see `draw.rs`). Reading a tensor never changes it: pending draws
 //! are taken in one place, [`ShardedTensor::drawn`], which the executor calls.
 
-use crate::draw::Pending;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::part::Part;
+use crate::pending::Pending;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
@@ -42,7 +42,7 @@ enum State<B: Backend, K: Kind<B>> {
 
 impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// Parts must be one per rank, in rank order, consistent with `placement` (the caller's duty;
-    /// the public constructors in [`crate::api`] check it).
+    /// the public constructors in `api.rs` check it).
     pub(crate) fn new(parts: Vec<K::P>, placement: Placement, mesh: Mesh<B::Device>) -> Self {
         Self::issued(
             parts.into_iter().map(Part::Ready).collect(),

@@ -29,35 +29,6 @@ pub enum Transfer {
     StreamOrdered,
 }
 
-impl Transfer {
-    /// The environment variable that picks the CUDA transfer of new groups.
-    pub const ENV: &'static str = "FIREMESH_CUDA_COPY";
-
-    /// `sync` or `stream`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "sync" => Some(Self::Synchronous),
-            "stream" => Some(Self::StreamOrdered),
-            _ => None,
-        }
-    }
-
-    /// The transfer [`Transfer::ENV`] names; the default where it is unset, or (with a
-    /// warning) where it names none.
-    pub fn from_env() -> Self {
-        match std::env::var(Self::ENV) {
-            Err(_) => Self::default(),
-            Ok(text) => Self::parse(&text).unwrap_or_else(|| {
-                tracing::warn!(
-                    "{}={text:?} is neither `sync` nor `stream`; using `sync`",
-                    Self::ENV
-                );
-                Self::default()
-            }),
-        }
-    }
-}
-
 /// Tuning knobs of a collective. `Default` gives the values a user should start from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectiveConfig {
@@ -138,11 +109,7 @@ mod tests {
     use super::{CollectiveConfig, Transfer};
 
     #[test]
-    fn transfers_parse_from_their_names_only() {
-        assert_eq!(Transfer::parse("sync"), Some(Transfer::Synchronous));
-        assert_eq!(Transfer::parse("stream"), Some(Transfer::StreamOrdered));
-        assert_eq!(Transfer::parse("Stream"), None);
-        assert_eq!(Transfer::parse(""), None);
+    fn transfers_are_stream_ordered_by_default() {
         assert_eq!(Transfer::default(), Transfer::StreamOrdered);
     }
 

@@ -59,10 +59,34 @@ pub fn cuda_unavailable_reason() -> Option<Unavailable> {
     None
 }
 
+/// `ranks` ranks over `devices`: rank r on device r mod `devices.len()`, so that ranks share
+/// devices only when there are more ranks than devices. No devices give no ranks.
+pub fn round_robin<D: Clone>(devices: &[D], ranks: usize) -> Vec<D> {
+    if devices.is_empty() {
+        return Vec::new();
+    }
+    (0..ranks)
+        .map(|r| devices[r % devices.len()].clone())
+        .collect()
+}
+
 /// The CUDA devices CubeCL can run kernels on, in index order, or why there are none.
 pub fn usable_cuda_devices() -> Result<Vec<cubecl::cuda::CudaDevice>, Unavailable> {
     match cuda_unavailable_reason() {
         Some(reason) => Err(reason),
         None => Ok(cuda_devices()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ranks_go_round_robin_over_the_devices() {
+        assert_eq!(
+            super::round_robin(&['a', 'b'], 5),
+            ['a', 'b', 'a', 'b', 'a']
+        );
+        assert_eq!(super::round_robin(&['a', 'b', 'c'], 2), ['a', 'b']);
+        assert!(super::round_robin::<char>(&[], 3).is_empty());
     }
 }

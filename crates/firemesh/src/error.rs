@@ -33,9 +33,30 @@ pub enum Error {
     /// A checkpoint that cannot be written, read or used.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
-    /// A file of the run folder that cannot be written or read.
-    #[error("{0}")]
-    Io(String),
+    /// A file that cannot be written or read: which, and the operating system's error.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A value that cannot be encoded as JSON.
+    #[error("cannot encode {what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A peer (burn-train's own strategies) that could not be measured.
+    #[error("{peer} failed: {source}")]
+    Peer {
+        peer: String,
+        #[source]
+        source: firemesh_peers::PeerError,
+    },
+    /// A chart that cannot be drawn.
+    #[error("cannot draw {0}")]
+    Chart(String),
     /// Training diverged.
     #[error("the loss became {loss} at step {step}; stopped{}", match checkpoint {
         Some(p) => format!(" (the last good checkpoint is {})", p.display()),
@@ -52,3 +73,21 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An I/O error with what was being done (`cannot write metrics.jsonl`, a path).
+    pub fn io(context: impl std::fmt::Display, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    /// A JSON encoding error of `what`.
+    pub fn json(what: impl std::fmt::Display, source: serde_json::Error) -> Self {
+        Self::Json {
+            what: what.to_string(),
+            source,
+        }
+    }
+}

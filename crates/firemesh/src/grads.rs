@@ -10,11 +10,11 @@
 //! let optimizer = firemesh::grads::Bucketed::new(AdamConfig::new().init());
 //! ```
 //!
-//! With [`Bucketed::summing_early`] (or [`set_early_buckets`] on the training thread) the
-//! buckets are summed during the backward pass, each as soon as the backward pass has made
-//! its gradients, so that a runtime that queues work can communicate while the rest of the
-//! backward pass computes; the optimizer then sums only the last, partly filled bucket and the
-//! gradients no op marks as a parameter's (BatchNorm's, for instance).
+//! With [`Bucketed::summing_early`] the buckets are summed during the backward pass, each as
+//! soon as the backward pass has made its gradients, so that a runtime that queues work can
+//! communicate while the rest of the backward pass computes; the optimizer then sums only the
+//! last, partly filled bucket and the gradients no op marks as a parameter's (BatchNorm's, for
+//! instance). [`crate::Trainer`] does both in its step.
 //!
 //! Gradient accumulation needs nothing more, with early buckets off (the default):
 //! `GradientsAccumulator` adds `Partial` gradients on each rank without communication, and the
@@ -25,24 +25,40 @@ use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorPrimitive};
-pub use firemesh_backend::buckets::set_early_buckets;
-use firemesh_backend::buckets::{close_early_buckets, sum_in_buckets, DEFAULT_BUCKET_BYTES};
+use firemesh_backend::buckets::{sum_in_buckets, EarlyBuckets, DEFAULT_BUCKET_BYTES};
 use firemesh_backend::kind::FloatKind;
 use firemesh_backend::{Sharded, ShardedTensor};
+use std::any::Any;
+use std::sync::Arc;
 
 type Ad<B> = Autodiff<Sharded<B>>;
+
+/// The largest gradient bucket `--bucket-mib` takes: 64 GiB.
+pub const MAX_BUCKET_MIB: f64 = 65_536.0;
+
+/// The bytes of a bucket of `mib` MiB (at least one byte), or why that is no bucket size: the
+/// one check of `--bucket-mib` for every command.
+pub fn bucket_bytes(mib: f64) -> crate::Result<usize> {
+    if !(mib.is_finite() && mib > 0.0 && mib <= MAX_BUCKET_MIB) {
+        return Err(crate::Error::Invalid(format!(
+            "--bucket-mib {mib}: a bucket holds more than 0 and at most {MAX_BUCKET_MIB} MiB"
+        )));
+    }
+    Ok(((mib * (1u64 << 20) as f64).round() as usize).max(1))
+}
 type Grad<B> = ShardedTensor<B, FloatKind>;
 /// Puts a summed gradient back under its parameter (its rank `D` is known where it was taken).
 type PutBack<B> = Box<dyn FnOnce(&mut GradientsParams, Grad<B>)>;
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks, in buckets of `bucket_bytes`
-/// filled in backward order (the reverse of the module's parameter order). Returns the number of
-/// collectives the step's gradients took: those it issued, and the early buckets summed on this
-/// thread since the last call ([`set_early_buckets`]).
+/// filled in backward order (the reverse of the module's parameter order), after waiting for
+/// the `early` buckets of the backward pass ([`EarlyBuckets::close`]). Returns the number of
+/// collectives the step's gradients took: those it issued, and the early buckets.
 pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,
     grads: &mut GradientsParams,
     bucket_bytes: usize,
+    early: Option<&EarlyBuckets>,
 ) -> usize {
     let mut taken = Take::<B> {
         grads,
@@ -52,7 +68,7 @@ pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     let Take { grads, mut taken } = taken;
     taken.reverse();
     let (put_backs, tensors): (Vec<PutBack<B>>, Vec<Grad<B>>) = taken.into_iter().unzip();
-    let early = close_early_buckets();
+    let early = early.map_or(0, EarlyBuckets::close);
     let (summed, collectives) = sum_in_buckets(tensors, bucket_bytes);
     for (put_back, g) in put_backs.into_iter().zip(summed) {
         put_back(grads, g);
@@ -84,7 +100,10 @@ impl<B: Backend> ModuleVisitor<Ad<B>> for Take<'_, B> {
 pub struct Bucketed<O> {
     inner: O,
     bucket_bytes: usize,
-    early: bool,
+    early: Option<EarlyBuckets>,
+    /// The early buckets armed on the model's mesh since the first step, until the last clone
+    /// of this optimizer drops (an `Armed<D>`).
+    armed: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<O> Bucketed<O> {
@@ -93,21 +112,25 @@ impl<O> Bucketed<O> {
         Self {
             inner,
             bucket_bytes: DEFAULT_BUCKET_BYTES,
-            early: false,
+            early: None,
+            armed: None,
         }
     }
 
-    /// After each step, the next backward passes on the step's thread sum their buckets as
-    /// they go ([`set_early_buckets`]); the first step's are summed at the step. Not with
-    /// gradient accumulation: each micro-batch would be summed.
+    /// From the first step on, the backward passes on the model's mesh sum their buckets as
+    /// they go ([`EarlyBuckets`]); the first step's are summed at the step. Not with gradient
+    /// accumulation: each micro-batch would be summed.
     pub fn summing_early(mut self) -> Self {
-        self.early = true;
+        self.early = Some(EarlyBuckets::new(self.bucket_bytes));
         self
     }
 
     /// Buckets of `bytes` (at least one element).
     pub fn with_bucket_bytes(mut self, bytes: usize) -> Self {
         self.bucket_bytes = bytes;
+        if self.early.is_some() {
+            self.early = Some(EarlyBuckets::new(bytes));
+        }
         self
     }
 }
@@ -121,9 +144,11 @@ where
     type Record = O::Record;
 
     fn step(&mut self, lr: LearningRate, module: M, mut grads: GradientsParams) -> M {
-        reduce_gradients::<B, M>(&module, &mut grads, self.bucket_bytes);
-        if self.early {
-            set_early_buckets(Some(self.bucket_bytes));
+        reduce_gradients::<B, M>(&module, &mut grads, self.bucket_bytes, self.early.as_ref());
+        if let (Some(early), None) = (&self.early, &self.armed) {
+            if let Some(mesh) = module.devices().first() {
+                self.armed = Some(Arc::new(early.arm(mesh)));
+            }
         }
         self.inner.step(lr, module, grads)
     }
@@ -142,21 +167,5 @@ where
             inner: self.inner.load_record(record),
             ..self
         }
-    }
-}
-
-/// Early buckets ([`set_early_buckets`]) on the calling thread while this value lives.
-pub struct EarlyBuckets;
-
-impl EarlyBuckets {
-    pub fn on(bucket_bytes: usize) -> Self {
-        set_early_buckets(Some(bucket_bytes));
-        Self
-    }
-}
-
-impl Drop for EarlyBuckets {
-    fn drop(&mut self) {
-        set_early_buckets(None);
     }
 }

@@ -4,6 +4,7 @@
 pub use error::{Error, Result};
 pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
+pub use trainer::{StepReport, Trainer};
 
 pub mod alloc;
 pub mod bench;
@@ -12,3 +13,4 @@ pub mod grads;
 pub mod mesh;
 pub mod simulate;
 pub mod train;
+pub mod trainer;

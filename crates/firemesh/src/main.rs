@@ -2,7 +2,9 @@
 
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
-use firemesh::mesh::{DeviceMesh, MeshKind};
+use firemesh::backend::MeshConfig;
+use firemesh::collective::Transfer;
+use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
 use firemesh::train::{TrainConfig, TrainOptions};
 use firemesh::{Error, Result};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
@@ -23,6 +25,57 @@ struct Cli {
     command: Command,
 }
 
+/// How the meshes run (train, bench, demo); each option can also come from its environment
+/// variable. Read here, once, into the one `RuntimeConfig` the library is handed.
+#[derive(clap::Args)]
+struct RuntimeOptions {
+    /// Ranks 1.. on their own threads: on or off [default: on for CPU and CUDA meshes, off for
+    /// wgpu].
+    #[arg(long, env = "FIREMESH_RANK_THREADS", value_name = "on|off", value_parser = parse_switch)]
+    rank_threads: Option<bool>,
+    /// Microseconds an idle rank thread polls for its next op before it sleeps; 0 sleeps at
+    /// once [default: 50].
+    #[arg(long, env = "FIREMESH_LANE_POLL_US", value_name = "US")]
+    lane_poll_us: Option<u64>,
+    /// How copies between CUDA GPUs are ordered: stream (queued on raw streams, ordered by
+    /// flags in device memory; a pair whose driver refuses falls back to sync, with a warning)
+    /// or sync (each copy waits for both devices) [default: stream].
+    #[arg(long, env = "FIREMESH_CUDA_COPY", value_enum)]
+    cuda_copy: Option<CudaCopy>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CudaCopy {
+    Stream,
+    Sync,
+}
+
+impl RuntimeOptions {
+    fn config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            mesh: MeshConfig {
+                rank_threads: self.rank_threads,
+                lane_poll: self.lane_poll_us.map(std::time::Duration::from_micros),
+                settle_before_comm: false,
+            },
+            cuda_copy: match self.cuda_copy {
+                None => Transfer::default(),
+                Some(CudaCopy::Stream) => Transfer::StreamOrdered,
+                Some(CudaCopy::Sync) => Transfer::Synchronous,
+            },
+        }
+    }
+}
+
+/// `on`/`off` (or `1`/`0`, `true`/`false`).
+fn parse_switch(text: &str) -> std::result::Result<bool, String> {
+    match text.trim() {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        other => Err(format!("{other:?} is neither on nor off")),
+    }
+}
+
 // Parsed once per process: the size difference of the variants does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
@@ -36,6 +89,8 @@ enum Command {
         /// steps are enough.
         #[arg(long, value_name = "FILE.json")]
         trace: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeOptions,
     },
     /// Predict step time and scaling efficiency on 1..64 ranks of a given link, from a
     /// measured one-device step.
@@ -48,6 +103,8 @@ enum Command {
     Bench {
         #[command(flatten)]
         options: firemesh::bench::BenchOptions,
+        #[command(flatten)]
+        runtime: RuntimeOptions,
     },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
@@ -63,6 +120,8 @@ enum Command {
         /// Timed repetitions.
         #[arg(long, default_value_t = 5)]
         iters: usize,
+        #[command(flatten)]
+        runtime: RuntimeOptions,
     },
 }
 
@@ -94,15 +153,20 @@ fn main() {
         }
     };
     let result = match cli.command {
-        Command::Train { options, .. } => train(options),
+        Command::Train {
+            options, runtime, ..
+        } => train(options, &runtime.config()),
         Command::Simulate { options } => firemesh::simulate::run(&options).map(|_| ()),
-        Command::Bench { options } => firemesh::bench::run(&options).map(|_| ()),
+        Command::Bench { options, runtime } => {
+            firemesh::bench::run(&options, &runtime.config()).map(|_| ())
+        }
         Command::Demo {
             mesh,
             ranks,
             mib,
             iters,
-        } => demo(mesh, ranks, mib, iters.max(1)),
+            runtime,
+        } => demo(mesh, ranks, mib, iters.max(1), &runtime.config()),
     };
     drop(flush); // completes the trace file, also when the run failed
     if let Err(e) = result {
@@ -145,9 +209,9 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
     Ok(flush)
 }
 
-fn train(options: TrainOptions) -> Result<()> {
+fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
-    let s = firemesh::train::run(&config)?;
+    let s = firemesh::train::run_with(&config, runtime)?;
     if s.steps_this_run == 0 {
         println!(
             "the run in {} is already complete: {} steps, loss {:.4} -> {:.4}; nothing left to \
@@ -191,7 +255,13 @@ fn train(options: TrainOptions) -> Result<()> {
     Ok(())
 }
 
-fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Result<()> {
+fn demo(
+    kind: MeshKind,
+    ranks: Option<usize>,
+    mib: usize,
+    iters: usize,
+    runtime: &RuntimeConfig,
+) -> Result<()> {
     let mesh = DeviceMesh::discover(kind, ranks, false)?;
     if mib == 0 || mib > 4096 {
         return Err(Error::Invalid(format!(
@@ -216,7 +286,10 @@ fn demo(kind: MeshKind, ranks: Option<usize>, mib: usize, iters: usize) -> Resul
         mesh.describe()
     );
     let (n, seconds, ok) = match &mesh {
-        DeviceMesh::Cuda(d) => device_demo(DeviceMesh::cuda_group(d)?, len, iters)?,
+        DeviceMesh::Cuda(d) => {
+            let transfer = firemesh::collective::CollectiveConfig::with_transfer(runtime.cuda_copy);
+            device_demo(DeviceMesh::cuda_group(d)?.with_config(transfer), len, iters)?
+        }
         DeviceMesh::Wgpu(d) => device_demo(DeviceMesh::wgpu_group(d)?, len, iters)?,
         DeviceMesh::Cpu { ranks, .. } => cpu_demo(*ranks, len, iters)?,
     };

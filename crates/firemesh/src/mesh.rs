@@ -5,11 +5,41 @@ use crate::{Error, Result};
 use burn::tensor::backend::{Backend, DeviceOps};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
-use firemesh_backend::{Mesh, Sharded};
+use firemesh_backend::{Mesh, MeshConfig, Sharded};
 use firemesh_collective::{
-    probe, wgpu_devices::wgpu_devices, CollectiveRuntime, Group, PortableGroup, TensorCollectives,
-    Unavailable,
+    probe, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime, Group, PortableGroup,
+    TensorCollectives, Transfer, Unavailable,
 };
+
+/// How firemesh runs the meshes it makes: made once at the program's edge (the command line
+/// and its environment) and handed to every mesh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeConfig {
+    pub mesh: MeshConfig,
+    /// How transfers between CUDA GPUs are ordered ([`Transfer`]).
+    pub cuda_copy: Transfer,
+}
+
+impl RuntimeConfig {
+    /// The CUDA mesh over `devices`, its sums and gathers on our collectives.
+    pub fn cuda_mesh(&self, devices: &[CudaDevice]) -> Result<Mesh<CudaDevice>> {
+        let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
+        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, &self.mesh, Some(collectives))
+    }
+
+    /// The wgpu mesh over `devices` (one client each), its sums and gathers on our collectives.
+    pub fn wgpu_mesh(&self, devices: &[WgpuDevice]) -> Result<Mesh<WgpuDevice>> {
+        sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(devices, &self.mesh, None)
+    }
+
+    /// `ranks` ranks on the CPU (Flex).
+    pub fn cpu_mesh(&self, ranks: usize) -> Result<Mesh<burn_flex::FlexDevice>> {
+        Ok(Mesh::with_config(
+            vec![burn_flex::FlexDevice; ranks],
+            &self.mesh,
+        )?)
+    }
+}
 
 /// Where the ranks of a run live.
 pub enum DeviceMesh {
@@ -65,7 +95,10 @@ impl DeviceMesh {
                     "--ranks {n}: only {} CUDA GPU(s) found (--share-devices puts several ranks on one GPU)",
                     gpus.len()
                 ))),
-                _ => Ok(Self::Cuda(pick(gpus, ranks))),
+                _ => Ok(Self::Cuda(probe::round_robin(
+                    &gpus,
+                    ranks.unwrap_or(gpus.len()),
+                ))),
             }
         };
         match kind {
@@ -127,23 +160,26 @@ impl DeviceMesh {
 /// The `Sharded<B>` mesh over the CubeCL `devices` (each tried first), whose sums and gathers
 /// across ranks run on a [`Group`] of the same devices: reduced in device memory by our
 /// kernels, moved by the runtime's transport (peer copies between CUDA GPUs), instead of the
-/// portable path through host memory. Ranks may share a device.
-pub fn sharded_on_group<R, B>(devices: &[R::Device]) -> Result<Mesh<R::Device>>
+/// portable path through host memory. Ranks may share a device. The mesh runs as `config` says;
+/// the group takes `collectives`, or the runtime's default config.
+pub fn sharded_on_group<R, B>(
+    devices: &[R::Device],
+    config: &MeshConfig,
+    collectives: Option<CollectiveConfig>,
+) -> Result<Mesh<R::Device>>
 where
     R: CollectiveRuntime<Device: DeviceOps>,
     B: Backend<Device = R::Device>,
     Group<R>: TensorCollectives<B> + Send + Sync + 'static,
 {
     let mesh = Sharded::<B>::mesh(devices.to_vec())?;
-    let group = Group::<R>::new_shared(devices.to_vec())?;
+    mesh.configure(config);
+    let mut group = Group::<R>::new_shared(devices.to_vec())?;
+    if let Some(collectives) = collectives {
+        group = group.with_config(collectives);
+    }
     mesh.use_collectives::<B>(group);
     Ok(mesh)
-}
-
-/// `ranks` ranks over the GPUs (round-robin when asking for more ranks than GPUs).
-fn pick(gpus: Vec<CudaDevice>, ranks: Option<usize>) -> Vec<CudaDevice> {
-    let n = ranks.unwrap_or(gpus.len());
-    (0..n).map(|r| gpus[r % gpus.len()].clone()).collect()
 }
 
 /// `MemAvailable` of /proc/meminfo (Linux), in bytes; `None` where it cannot be read.

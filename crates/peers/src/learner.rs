@@ -5,6 +5,7 @@
 //! so that what an epoch costs besides its steps (the model's start, the strategy's threads and
 //! communicators, the loaders, one validation batch) cancels out.
 
+use crate::error::PeerError;
 use crate::model::Work;
 use burn::backend::Autodiff;
 use burn::data::dataloader::batcher::Batcher;
@@ -86,7 +87,7 @@ pub fn step_seconds<B: Inner>(
     strategy: &impl Strategy<B>,
     work: &Work,
     label: &str,
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>, PeerError> {
     let work = Arc::new(work.clone());
     let short_len = work.warmup.max(1);
     let mut times = Vec::new();
@@ -111,7 +112,7 @@ fn epoch<B: Inner>(
     strategy: &impl Strategy<B>,
     work: &Arc<Work>,
     steps: usize,
-) -> Result<f64, String> {
+) -> Result<f64, PeerError> {
     let run = || {
         if work.model.is_gpt() {
             let adamw = AdamWConfig::new().with_weight_decay(1e-4).init();
@@ -123,7 +124,7 @@ fn epoch<B: Inner>(
         }
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-        .map_err(|p| firemesh_collective::panic_message(p.as_ref()))?
+        .map_err(|p| PeerError::Panicked(firemesh_collective::panic_message(p.as_ref())))?
 }
 
 fn launch<B, O>(
@@ -132,7 +133,7 @@ fn launch<B, O>(
     work: &Arc<Work>,
     steps: usize,
     optim: O,
-) -> Result<f64, String>
+) -> Result<f64, PeerError>
 where
     B: Inner,
     O: Optimizer<Net<Autodiff<B>>, Autodiff<B>> + 'static,
@@ -157,7 +158,7 @@ where
     let start = Instant::now();
     let trained = training.launch(Learner::new(model, optim, 1e-3)).model;
     for d in devices {
-        B::sync(d).map_err(|e| format!("{e:?}"))?;
+        B::sync(d).map_err(|e| PeerError::Sync(format!("{e:?}")))?;
     }
     let secs = start.elapsed().as_secs_f64();
     drop(trained);
@@ -218,6 +219,6 @@ mod tests {
             ..tiny(true)
         };
         let err = step_seconds::<Flex>(&[FlexDevice], &one, &work, "test").unwrap_err();
-        assert!(err.contains("10000 tokens"), "{err}");
+        assert!(err.to_string().contains("10000 tokens"), "{err}");
     }
 }

@@ -200,7 +200,7 @@ fn ddp_step_seconds(gpus: &[CudaDevice], work: &Work, label: &str) -> Result<Vec
         };
         ExecutionStrategy::ddp(gpus.to_vec(), config)
     };
-    step_seconds::<Cuda>(gpus, &ddp, work, &format!("ddp_step: {label}"))
+    step_seconds::<Cuda>(gpus, &ddp, work, &format!("ddp_step: {label}")).map_err(|e| e.to_string())
 }
 
 #[cfg(not(feature = "ddp"))]

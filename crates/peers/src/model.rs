@@ -1,5 +1,6 @@
 //! A zoo model as burn-train trains it, and its synthetic batches.
 
+use crate::error::PeerError;
 use burn::prelude::*;
 use firemesh_zoo::{Batch, Net, NetConfig};
 
@@ -30,17 +31,16 @@ impl Work {
     }
 
     /// The model, once the sequence length is checked against a GPT's context.
-    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> Result<Net<B>, String> {
+    pub(crate) fn init<B: Backend>(&self, device: &B::Device) -> Result<Net<B>, PeerError> {
         if let NetConfig::Gpt(c) = &self.model {
             if self.seq_len < 2 || self.seq_len > c.context_length + 1 {
-                return Err(format!(
-                    "sequences of {} tokens: the GPT takes 2 to {} (its context plus the target)",
-                    self.seq_len,
-                    c.context_length + 1
-                ));
+                return Err(PeerError::SequenceLength {
+                    seq_len: self.seq_len,
+                    most: c.context_length + 1,
+                });
             }
         }
-        self.model.init(device).map_err(|e| e.to_string())
+        Ok(self.model.init(device)?)
     }
 
     /// The synthetic batch of the samples `first..first + n`.

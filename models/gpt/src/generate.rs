@@ -7,6 +7,7 @@ use burn::prelude::*;
 
 use crate::error::GptError;
 use crate::model::Gpt;
+use firemesh_rng::SplitMix64;
 
 /// How the next token is picked from the logits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,7 +51,7 @@ impl<B: Backend> Gpt<B> {
                 if !(temperature.is_finite() && temperature > 0.0) {
                     return Err(GptError::InvalidTemperature(temperature));
                 }
-                Some((temperature, SplitMix64(seed)))
+                Some((temperature, SplitMix64::new(seed)))
             }
         };
         let mut tokens = prompt.to_vec();
@@ -58,7 +59,7 @@ impl<B: Backend> Gpt<B> {
             let logits = self.last_logits(&tokens, device);
             let next = match &mut rng {
                 None => argmax(&logits),
-                Some((temperature, rng)) => sample(&logits, *temperature, rng.next_unit()),
+                Some((temperature, rng)) => sample(&logits, *temperature, rng.next_f64()),
             };
             tokens.push(next as u32);
         }
@@ -108,20 +109,6 @@ fn sample(logits: &[f32], temperature: f64, unit: f64) -> usize {
     argmax(logits)
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): small, fast and stable across releases.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,12 +131,12 @@ mod tests {
     #[test]
     fn splitmix_is_uniform_enough_and_reproducible() {
         let draws: Vec<f64> = {
-            let mut rng = SplitMix64(5);
-            (0..10_000).map(|_| rng.next_unit()).collect()
+            let mut rng = SplitMix64::new(5);
+            (0..10_000).map(|_| rng.next_f64()).collect()
         };
         let mean = draws.iter().sum::<f64>() / draws.len() as f64;
         assert!((mean - 0.5).abs() < 0.01, "{mean}");
         assert!(draws.iter().all(|u| (0.0..1.0).contains(u)));
-        assert_eq!(SplitMix64(5).next_unit(), draws[0]);
+        assert_eq!(SplitMix64::new(5).next_f64(), draws[0]);
     }
 }

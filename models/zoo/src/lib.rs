@@ -9,6 +9,9 @@ use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use firemesh_gpt::{Gpt, GptConfig, GptError};
 use firemesh_resnet::{ResNet, ResNetConfig, ResNetError};
 
+mod name;
+pub use name::{ModelName, OptimizerKind};
+
 /// A ResNet or a GPT. (One per run: the size difference of the variants does not matter.)
 #[derive(Module, Debug)]
 #[allow(clippy::large_enum_variant)]

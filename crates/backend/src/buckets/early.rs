@@ -2,13 +2,13 @@
 //!
 //! Each gradient an op makes for a parameter (the ops that exist for that:
 //! `linear_weight_backward`, `linear_bias_backward`, `conv2d_weight_backward`,
-//! `conv2d_bias_backward`, …) joins the thread's open bucket, and a bucket is summed as soon as
+//! `conv2d_bias_backward`, …) joins the open bucket of the [`EarlyBuckets`] armed on its mesh, and a bucket is summed as soon as
 //! it holds `bucket_bytes`, while the rest of the backward pass is still to be issued. The
 //! gradient keeps its `Partial` placement and carries the sum (as clones of a `Partial` tensor
 //! do), so the optimizer's [`super::sum_in_buckets`] finds it summed.
 //!
 //! Where the sum runs: on a communication thread, beside the rest of the backward pass;
-//! [`close_early_buckets`] waits for it. On devices that compute where they are called (Flex,
+//! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
 //! NdArray) the sum runs while the calling thread computes the next gradients. On CubeCL
 //! devices (wgpu, CUDA) the calling thread goes on queuing the backward pass while the
 //! communication thread waits for the bucket's gradients and moves them; like every thread of
@@ -21,78 +21,120 @@
 //! wastes in the same way: each use's gradient is summed on its own.
 
 use super::{same_stream, sum_run, F};
-use crate::exec::{worker, Job};
+use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
+use crate::mesh::Mesh;
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
 use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
-use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-thread_local! {
-    /// The bucket size of early buckets on this thread; `None`: off.
-    static EARLY_BYTES: Cell<Option<usize>> = const { Cell::new(None) };
-    /// This thread's open early bucket (an `Open<B>`).
-    static OPEN: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-    /// Early buckets summed since the last [`close_early_buckets`].
-    static EARLY_SUMMED: Cell<usize> = const { Cell::new(0) };
-    /// Buckets this thread handed to the communication thread, not waited for yet.
-    static IN_FLIGHT: RefCell<Vec<Receiver<Summed>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// On this thread, from now on, sum parameter gradients in buckets of `bucket_bytes` as the
-/// backward pass makes them (`None`: only where the optimizer meets them). The bucket that is
+/// One training loop's early buckets: their size, the bucket still filling, and the buckets
+/// being summed. A training loop owns one and arms it on its mesh around each backward pass
+/// ([`EarlyBuckets::arm`]); while it is armed, every parameter gradient an op makes on that mesh
+/// joins its open bucket, and a bucket is summed as soon as it holds `bucket_bytes`. The bucket
 /// still open when the optimizer runs is summed there, with the gradients no op marks as a
 /// parameter's (BatchNorm's, for instance), by [`super::sum_in_buckets`] after
-/// [`close_early_buckets`]. A step's collectives stay at most ceil(gradient bytes /
-/// bucket bytes) as long as every early bucket holds at least `bucket_bytes`: all do but one
-/// cut short by a change of dtype or mesh, or one holding a gradient that was only an addend
-/// of a parameter's (a parameter used twice).
+/// [`EarlyBuckets::close`]. A step's collectives stay at most ceil(gradient bytes / bucket bytes)
+/// as long as every early bucket holds at least `bucket_bytes`: all do but one cut short by a
+/// change of dtype or mesh, or one holding a gradient that was only an addend of a parameter's
+/// (a parameter used twice).
 ///
-/// Off for gradient accumulation: each micro-batch's gradients would be summed, k collectives
+/// Not for gradient accumulation: each micro-batch's gradients would be summed, k collectives
 /// per bucket instead of one (correct, but the communication accumulation exists to save).
-pub fn set_early_buckets(bucket_bytes: Option<usize>) {
-    EARLY_BYTES.with(|b| b.set(bucket_bytes.map(|b| b.max(1))));
-    if bucket_bytes.is_none() {
-        OPEN.with(|o| o.borrow_mut().take());
-    }
+/// Clones share the buckets.
+#[derive(Clone)]
+pub struct EarlyBuckets {
+    session: Arc<Session>,
 }
 
-/// The bucket size of early buckets on this thread, if they are on.
-pub fn early_buckets() -> Option<usize> {
-    EARLY_BYTES.with(Cell::get)
+/// What an [`EarlyBuckets`] holds; a mesh holds it while it is armed there.
+struct Session {
+    bucket_bytes: usize,
+    /// The open bucket (an `Open<B>`).
+    open: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Buckets summed since the last [`EarlyBuckets::close`].
+    summed: AtomicUsize,
+    /// Buckets handed to the communication thread, not waited for yet.
+    in_flight: Mutex<Vec<Receiver<Summed>>>,
 }
 
-/// Drops this thread's open early bucket (its gradients are summed where the optimizer meets
-/// them), waits for the buckets still being summed on the communication thread, and returns
-/// how many early buckets were summed since the last call. What the communication thread
-/// counted is counted here ([`stats::count`]), with the time it took and the time this thread
-/// waited for it.
-pub fn close_early_buckets() -> usize {
-    OPEN.with(|o| o.borrow_mut().take());
-    let in_flight = IN_FLIGHT.with(|f| std::mem::take(&mut *f.borrow_mut()));
-    let start = Instant::now();
-    let done: Vec<Summed> = in_flight
-        .into_iter()
-        .map(|r| {
-            r.recv()
-                .unwrap_or_else(|_| Err("the thread stopped".into()))
-        })
-        .collect();
-    let waited = start.elapsed();
-    for summed in done {
-        match summed {
-            Ok(counts) => stats::early_bucket_summed(&counts),
-            Err(message) => panic!("firemesh: summing an early gradient bucket: {message}"),
+impl EarlyBuckets {
+    /// Buckets of `bucket_bytes` (at least one byte).
+    pub fn new(bucket_bytes: usize) -> Self {
+        Self {
+            session: Arc::new(Session {
+                bucket_bytes: bucket_bytes.max(1),
+                open: Mutex::new(None),
+                summed: AtomicUsize::new(0),
+                in_flight: Mutex::new(Vec::new()),
+            }),
         }
     }
-    stats::early_buckets_waited(waited);
-    EARLY_SUMMED.with(|n| n.replace(0))
+
+    pub fn bucket_bytes(&self) -> usize {
+        self.session.bucket_bytes
+    }
+
+    /// Parameter gradients made on `mesh` join these buckets until the returned value drops
+    /// (then the buckets armed there before, if any, are armed again).
+    pub fn arm<D>(&self, mesh: &Mesh<D>) -> Armed<D> {
+        let session: Arc<dyn Any + Send + Sync> = self.session.clone();
+        let previous = mesh.swap_early_buckets(Some(session));
+        Armed {
+            mesh: mesh.clone(),
+            previous,
+        }
+    }
+
+    /// Drops the open bucket (its gradients are summed where the optimizer meets them), waits
+    /// for the buckets still being summed on the communication thread, and returns how many
+    /// buckets were summed early since the last call. What the communication thread counted
+    /// is counted on the calling thread ([`stats::count`]), with the time it took and the time
+    /// this thread waited for it.
+    pub fn close(&self) -> usize {
+        lock(&self.session.open).take();
+        let in_flight = std::mem::take(&mut *lock(&self.session.in_flight));
+        let start = Instant::now();
+        let done: Vec<Summed> = in_flight
+            .into_iter()
+            .map(|r| {
+                r.recv()
+                    .unwrap_or_else(|_| Err("the thread stopped".into()))
+            })
+            .collect();
+        let waited = start.elapsed();
+        for summed in done {
+            match summed {
+                Ok(counts) => stats::early_bucket_summed(&counts),
+                Err(message) => panic!("firemesh: summing an early gradient bucket: {message}"),
+            }
+        }
+        stats::early_buckets_waited(waited);
+        self.session.summed.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// Early buckets armed on a mesh ([`EarlyBuckets::arm`]); disarms them when dropped.
+pub struct Armed<D> {
+    mesh: Mesh<D>,
+    previous: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl<D> Drop for Armed<D> {
+    fn drop(&mut self) {
+        self.mesh.swap_early_buckets(self.previous.take());
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Gradients of one dtype and mesh waiting for their bucket to fill: clones, which share
@@ -105,14 +147,18 @@ struct Open<B: Backend> {
 /// A parameter's gradient, just made by an op: it joins the open early bucket when early
 /// buckets are on, and a full bucket is summed now.
 pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
-    let Some(bucket_bytes) = early_buckets() else {
-        return g;
-    };
     if g.placement() != Placement::Partial {
         return g;
     }
-    let full: Vec<Vec<F<B>>> = OPEN.with(|o| {
-        let mut o = o.borrow_mut();
+    let Some(session) = g
+        .mesh
+        .early_buckets()
+        .and_then(|s| s.downcast::<Session>().ok())
+    else {
+        return g;
+    };
+    let full: Vec<Vec<F<B>>> = {
+        let mut o = lock(&session.open);
         if !o.as_ref().is_some_and(|b| b.is::<Open<B>>()) {
             *o = Some(Box::new(Open::<B> {
                 tensors: Vec::new(),
@@ -130,14 +176,14 @@ pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
         }
         open.bytes += g.shape().num_elements() * g.dtype().size();
         open.tensors.push(g.clone());
-        if open.bytes >= bucket_bytes {
+        if open.bytes >= session.bucket_bytes {
             full.push(std::mem::take(&mut open.tensors));
             open.bytes = 0;
         }
         full
-    });
+    };
     for bucket in full {
-        sum_early(bucket);
+        sum_early(&session, bucket);
     }
     g
 }
@@ -145,7 +191,7 @@ pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
 /// Sums one early bucket, here or on the communication thread, and leaves each tensor's sum
 /// where its clones find it. Tensors that nothing else holds any more (intermediate addends of
 /// a gradient) are left out.
-fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
+fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
     let (sums, tensors): (Vec<_>, Vec<F<B>>) = bucket
         .into_iter()
         .filter_map(|t| t.sum_for_clones().map(|s| (s, t)))
@@ -154,7 +200,7 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
         return;
     }
     stats::early_bucket();
-    EARLY_SUMMED.with(|n| n.set(n.get() + 1));
+    session.summed.fetch_add(1, Ordering::Relaxed);
     let job = move || {
         let _span = tracing::debug_span!(target: "firemesh::comm", "early bucket").entered();
         let (summed, _) = sum_run(tensors, usize::MAX);
@@ -164,7 +210,7 @@ fn sum_early<B: Backend>(bucket: Vec<F<B>>) {
         }
     };
     let done = on_comm_thread(job);
-    IN_FLIGHT.with(|f| f.borrow_mut().push(done));
+    lock(&session.in_flight).push(done);
 }
 
 /// What the communication thread counted for one bucket (its `comm_nanos`: the time inside
@@ -175,7 +221,7 @@ type Summed = Result<Counts, String>;
 /// queued before it, issuing to the device stream.
 fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
     static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
-    let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into())));
+    let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into(), DEFAULT_POLL)));
     let (done, result) = channel();
     let counted: Job = Box::new(move || {
         let (outcome, counts) =

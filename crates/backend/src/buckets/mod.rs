@@ -18,7 +18,7 @@ use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
 mod early;
 pub(crate) use early::gradient_made;
-pub use early::{close_early_buckets, early_buckets, set_early_buckets};
+pub use early::{Armed, EarlyBuckets};
 
 /// PyTorch DDP's default bucket size, which ours follows: 25 MiB.
 pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;

@@ -10,11 +10,24 @@
 //! a job issues to the device stream (`firemesh_collective::stream`), as the thread that queued
 //! it does, so that a rank's device sees one stream in issue order.
 
+use burn_backend::Backend;
 use firemesh_collective::{panic_message, DeviceStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// Runs `f` on the device stream where the inner backend's devices have CubeCL streams (wgpu,
+/// CUDA): every rank's work on a device goes to one stream, whichever thread issues it
+/// (`firemesh_collective::stream` says why). Every entry into the inner backend goes through
+/// here: the ops (`run`), host data, draws, sums in buckets, syncs.
+pub(crate) fn on_device_stream<B: Backend, T>(f: impl FnOnce() -> T) -> T {
+    if firemesh_collective::stream::has_streams::<B::Device>() {
+        firemesh_collective::DeviceStream::run(f)
+    } else {
+        f()
+    }
+}
 
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
@@ -25,10 +38,11 @@ pub(crate) struct Lanes {
 }
 
 impl Lanes {
-    /// Starts one thread for each of the ranks 1..`ranks`.
-    pub(crate) fn start(ranks: usize, mesh: u16) -> Self {
+    /// Starts one thread for each of the ranks 1..`ranks`; an idle one polls for `poll` before
+    /// it sleeps ([`next_job`]).
+    pub(crate) fn start(ranks: usize, mesh: u16, poll: Duration) -> Self {
         let queues = (1..ranks)
-            .map(|rank| worker(format!("firemesh-mesh{mesh}-rank{rank}")))
+            .map(|rank| worker(format!("firemesh-mesh{mesh}-rank{rank}"), poll))
             .collect();
         Self { queues }
     }
@@ -64,11 +78,11 @@ impl Lanes {
     }
 }
 
-/// A long-lived thread named `name` that runs the jobs sent to it, in order; it ends when the
-/// returned queue is dropped (never, for registered meshes and the communication thread).
-pub(crate) fn worker(name: String) -> Sender<Job> {
+/// A long-lived thread named `name` that runs the jobs sent to it, in order, polling for
+/// `budget` when idle ([`next_job`]); it ends when the returned queue is dropped (never, for
+/// registered meshes and the communication thread).
+pub(crate) fn worker(name: String, budget: Duration) -> Sender<Job> {
     let (send, receive) = channel::<Job>();
-    let budget = poll_budget();
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
@@ -108,23 +122,9 @@ fn next_job(queue: &Receiver<Job>, budget: Duration) -> Option<Job> {
     }
 }
 
-/// How long an idle worker polls before it sleeps: `FIREMESH_LANE_POLL_US` microseconds (read
-/// once; `0` sleeps at once), 50 µs by default.
-fn poll_budget() -> Duration {
-    static BUDGET: OnceLock<Duration> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        let us = match std::env::var("FIREMESH_LANE_POLL_US") {
-            Err(_) => DEFAULT_POLL_US,
-            Ok(v) => v.trim().parse().unwrap_or_else(|_| {
-                tracing::warn!("FIREMESH_LANE_POLL_US={v:?} is not a number of microseconds: using {DEFAULT_POLL_US}");
-                DEFAULT_POLL_US
-            }),
-        };
-        Duration::from_micros(us)
-    })
-}
-
-const DEFAULT_POLL_US: u64 = 50;
+/// How long an idle worker polls before it sleeps unless the mesh's configuration says
+/// otherwise (`MeshConfig::lane_poll`).
+pub(crate) const DEFAULT_POLL: Duration = Duration::from_micros(50);
 
 /// Where a lane leaves one job's result.
 struct Slot<T> {

@@ -11,28 +11,18 @@
 //! 4. The per-rank results are assembled with the plan's output placement; for
 //!    [`Then::GatherAndMerge`] they are gathered and reduced once more.
 
-mod lanes;
+pub(crate) mod lanes;
 mod operands;
 mod outputs;
 
-pub(crate) use lanes::{worker, Job, Lanes, Later};
+pub(crate) use lanes::{on_device_stream, Lanes, Later};
 
-/// Runs `f` on the device stream where the inner backend's devices have CubeCL streams (wgpu,
-/// CUDA): every rank's work on a device goes to one stream, whichever thread issues it
-/// (`firemesh_collective::stream` says why). Every entry into the inner backend goes through
-/// here: the ops (`run`), host data, draws, sums in buckets, syncs.
-pub(crate) fn on_device_stream<B: Backend, T>(f: impl FnOnce() -> T) -> T {
-    if firemesh_collective::stream::has_streams::<B::Device>() {
-        firemesh_collective::DeviceStream::run(f)
-    } else {
-        f()
-    }
-}
 pub(crate) use operands::{Operand, Operands};
 pub(crate) use outputs::Outputs;
 
 use crate::mesh::Mesh;
-use crate::placement::{block_ranges, Placement};
+use crate::placement::Placement;
+pub(crate) use crate::rules::Rank;
 use crate::rules::{reduce, Meta, Plan, Then, Want};
 use crate::stats;
 use burn_backend::Backend;
@@ -41,25 +31,6 @@ use std::sync::Arc;
 /// The body of an op: what one rank runs on its share. It may run on the rank's thread.
 pub(crate) trait Body<L, O>: Fn(&Rank, L) -> O + Send + Sync + 'static {}
 impl<L, O, F: Fn(&Rank, L) -> O + Send + Sync + 'static> Body<L, O> for F {}
-
-/// What the op's body knows on one rank.
-pub(crate) struct Rank<'a> {
-    pub index: usize,
-    /// The placement of the result.
-    pub out: Placement,
-    /// The operands as the op sees them (after redistribution).
-    pub inputs: &'a [Meta],
-}
-
-impl Rank<'_> {
-    /// Where this rank's block of operand `i` starts along its sharded dim (0 unless `Shard`).
-    pub(crate) fn block_start(&self, i: usize) -> usize {
-        self.inputs[i]
-            .blocks
-            .as_deref()
-            .map_or(0, |b| block_ranges(b)[self.index].start)
-    }
-}
 
 /// Runs `op` under `rule` with `body` on every rank.
 pub(crate) fn run<B, I, O>(

@@ -1,10 +1,11 @@
 //! Float tensor ops of `Sharded<B>`.
 
-use crate::exec::{run, run_twice, Rank};
+use crate::exec::{run, run_twice};
 use crate::kind::FloatKind;
 use crate::ops::{arg_extreme, extreme_with_indices};
 use crate::placement::Placement;
 use crate::rules::elementwise::Linear;
+use crate::rules::Rank;
 use crate::rules::{along, creation, elementwise, indexing, layout, matmul, no_rule, reduce};
 use crate::{data, draw, Sharded};
 use burn_backend::ops::*;

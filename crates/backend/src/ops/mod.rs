@@ -7,7 +7,7 @@
 /// all under one rule: each runs the inner backend's method of the same name on every rank.
 /// `$rule` plans from the operands' metas; it may use the methods' other arguments by name.
 /// `$rule => $then`: each result then goes through `$then` (parameter gradients through
-/// `crate::buckets::gradient_made`).
+/// `buckets::gradient_made`).
 macro_rules! by_rule {
     ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {

@@ -1,6 +1,6 @@
 //! Tensors made from nothing but a shape (zeros, ones, full, empty, arange): every rank makes
-//! the whole tensor. Tensors from host data and random draws are made in `crate::data` and
-//! `crate::draw`.
+//! the whole tensor. Tensors from host data and random draws are made in `data.rs` and
+//! `draw.rs`.
 
 use crate::placement::Placement;
 use crate::rules::{Meta, Plan};

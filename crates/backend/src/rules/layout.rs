@@ -3,9 +3,8 @@
 //! through them all (they are linear). Each rank then runs the op with its local arguments
 //! (the `local_*` functions).
 
-use crate::exec::Rank;
 use crate::placement::{even_split, Placement};
-use crate::rules::{Meta, Plan, Want};
+use crate::rules::{Meta, Plan, Rank, Want};
 use burn_backend::{Shape, Slice};
 
 /// Reshape. A `Shard(d)` tensor stays sharded when the dims before `d` are unchanged and every

@@ -2,7 +2,7 @@
 //! what its operands are ([`Meta`]: placement, global shape, block sizes) and the op's
 //! arguments, and returns a [`Plan`]: what each operand must become, the placement of the
 //! result, and whether the op fell back to running replicated. It moves no data; the executor
-//! ([`crate::exec`]) applies the plan. `crate::table` lists the family of every method.
+//! (the executor, `exec/`) applies the plan. `crate::table` lists the family of every method.
 
 pub(crate) mod along;
 pub(crate) mod conv;
@@ -18,9 +18,28 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 
 use crate::kind::Kind;
-use crate::placement::Placement;
+use crate::placement::{block_ranges, Placement};
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, TensorMetadata};
+
+/// What an op's body knows on one rank (the executor hands it over with the rank's share).
+pub(crate) struct Rank<'a> {
+    pub index: usize,
+    /// The placement of the result.
+    pub out: Placement,
+    /// The operands as the op sees them (after redistribution).
+    pub inputs: &'a [Meta],
+}
+
+impl Rank<'_> {
+    /// Where this rank's block of operand `i` starts along its sharded dim (0 unless `Shard`).
+    pub(crate) fn block_start(&self, i: usize) -> usize {
+        self.inputs[i]
+            .blocks
+            .as_deref()
+            .map_or(0, |b| block_ranges(b)[self.index].start)
+    }
+}
 
 /// What a rule knows about one operand.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -68,24 +68,42 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
 }
 
 /// Meshes of CPU devices and CUDA GPUs run their ranks on rank threads, meshes of wgpu devices
-/// in turn, unless the environment says otherwise for all.
+/// in turn, unless their configuration says otherwise.
 #[test]
 fn rank_threads_are_the_default_on_the_cpu_and_cuda_but_not_on_wgpu() {
+    use firemesh_backend::MeshConfig;
     use firemesh_collective::stream::has_streams;
-    let setting = match std::env::var("FIREMESH_RANK_THREADS")
-        .as_deref()
-        .map(str::trim)
-    {
-        Ok("0") => Some(false),
-        Ok("1") => Some(true),
-        _ => None,
-    };
-    assert_eq!(mesh(7).parallel(), setting.unwrap_or(true));
+    assert_eq!(mesh(7).parallel(), true);
     assert!(!has_streams::<crate::common::Dev>());
     assert!(has_streams::<burn_wgpu::WgpuDevice>());
     let wgpu = Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh");
-    assert_eq!(wgpu.parallel(), setting.unwrap_or(false));
+    assert!(!wgpu.parallel());
     // A mesh is only a list of devices until it is used: no GPU is needed to make this one.
     let cuda = Mesh::replicate(cubecl::cuda::CudaDevice::new(0), 2).expect("mesh");
-    assert_eq!(cuda.parallel(), setting.unwrap_or(true));
+    assert!(cuda.parallel());
+
+    // Configured: the setting holds for every device, and the mesh made with it runs so.
+    let in_turn = MeshConfig {
+        rank_threads: Some(false),
+        ..MeshConfig::default()
+    };
+    let threads = MeshConfig {
+        rank_threads: Some(true),
+        lane_poll: Some(std::time::Duration::ZERO),
+        ..MeshConfig::default()
+    };
+    assert!(!in_turn.rank_threads_for::<crate::common::Dev>());
+    assert!(threads.rank_threads_for::<burn_wgpu::WgpuDevice>());
+    let devices = vec![crate::common::Dev::default(); 11];
+    let m = Mesh::with_config(devices.clone(), &in_turn).expect("mesh");
+    assert!(!m.parallel());
+    let m = Mesh::with_config(devices, &threads).expect("mesh");
+    assert!(m.parallel());
+    // Rank threads that sleep at once (no polling) run ops as well.
+    let x =
+        firemesh_backend::shard_int(Tensor::<S, 1, Int>::arange(0..22, &m), 0).expect("22 over 11");
+    let got = (x * 2).into_data().convert::<i64>();
+    let want: Vec<i64> = (0..22).map(|v| 2 * v).collect();
+    assert_eq!(got, TensorData::new(want, [22]));
+    m.set_parallel(false);
 }

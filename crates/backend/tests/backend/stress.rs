@@ -111,13 +111,11 @@ macro_rules! stress {
             for x in &inputs {
                 let x = shard(Tensor::<MeshAd, 2>::from_data(x.clone(), &mesh), 0).unwrap();
                 let loss = model.loss(x.mul_scalar(0.01));
-                buckets::set_early_buckets(Some(64));
+                let early = buckets::EarlyBuckets::new(64);
+                let armed = early.arm(&mesh);
                 let grads = loss.backward();
-                buckets::set_early_buckets(None);
-                assert!(
-                    buckets::close_early_buckets() >= 2,
-                    "early buckets were summed"
-                );
+                drop(armed);
+                assert!(early.close() >= 2, "early buckets were summed");
                 losses.push(loss.into_scalar());
                 let grads = GradientsParams::from_grads(grads, &model);
                 model = optim.step(0.05, model, grads);
@@ -357,13 +355,11 @@ fn every_part_of_a_wgpu_run_lives_on_the_device_stream() {
                 "batch part {r} handed over"
             );
         }
-        buckets::set_early_buckets(Some(64));
+        let early = buckets::EarlyBuckets::new(64);
+        let armed = early.arm(&mesh);
         let grads = model.loss(x.mul_scalar(0.01)).backward();
-        buckets::set_early_buckets(None);
-        assert!(
-            buckets::close_early_buckets() >= 2,
-            "early buckets were summed"
-        );
+        drop(armed);
+        assert!(early.close() >= 2, "early buckets were summed");
         let mut streams = Streams(&grads, Vec::new());
         model.visit(&mut streams);
         assert!(

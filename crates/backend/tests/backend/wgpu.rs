@@ -169,12 +169,13 @@ fn early_buckets_on_separate_wgpu_clients_match_flex() {
     let bs = Tensor::<WAd, 1>::from_data(b.to_data(), &mesh).require_grad();
     let xs = shard(Tensor::<WAd, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
     let loss = linear(xs, ws.clone(), Some(bs.clone())).tanh().sum();
-    buckets::set_early_buckets(Some(1));
+    let buckets = buckets::EarlyBuckets::new(1);
     let ((g, early), backward) = stats::count(|| {
+        let armed = buckets.arm(&mesh);
         let g = loss.backward();
-        (g, buckets::close_early_buckets())
+        drop(armed);
+        (g, buckets.close())
     });
-    buckets::set_early_buckets(None);
     assert_eq!(early, 2, "{backward:?}");
     assert_eq!(backward.early_buckets, 2, "{backward:?}");
     assert_eq!(
@@ -275,10 +276,11 @@ fn a_cnn_on_rank_threads_over_separate_wgpu_clients_matches_the_ranks_in_turn_bi
                 let x = shard(Tensor::from_data(x, &mesh), 0).expect("10 images over 2");
                 let y = shard_int(Tensor::from_data(y, &mesh), 0).expect("10 labels over 2");
                 let loss = model.loss(x, y);
-                buckets::set_early_buckets(Some(256));
+                let buckets = buckets::EarlyBuckets::new(256);
+                let armed = buckets.arm(&mesh);
                 let grads = loss.backward();
-                buckets::set_early_buckets(None);
-                early += buckets::close_early_buckets();
+                drop(armed);
+                early += buckets.close();
                 losses.push(loss.into_scalar());
                 let grads = GradientsParams::from_grads(grads, &model);
                 model = optim.step(0.1, model, grads);

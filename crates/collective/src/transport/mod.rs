@@ -135,10 +135,9 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
         }
     }
 
-    /// The config of the transfer that `FIREMESH_CUDA_COPY` names (`sync`, the default, or
-    /// `stream`).
+    /// Stream-ordered transfers ([`Transfer::default`]), pipelined.
     fn default_config() -> CollectiveConfig {
-        CollectiveConfig::with_transfer(Transfer::from_env())
+        CollectiveConfig::with_transfer(Transfer::default())
     }
 
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable> {

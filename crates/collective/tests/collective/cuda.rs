@@ -13,7 +13,7 @@ use firemesh_collective::{probe, DType, Transfer};
 /// `n` ranks over the GPUs present (round-robin when there are fewer GPUs than ranks).
 fn cuda_ranks(n: usize) -> Option<Vec<CudaDevice>> {
     let gpus = common::or_skip(probe::usable_cuda_devices(), "FIREMESH_REQUIRE_CUDA", "")?;
-    Some((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
+    Some(probe::round_robin(&gpus, n))
 }
 
 const fn cuda(transfer: Transfer, one_device_as_peers: bool) -> DeviceHarness<CudaRuntime> {

@@ -15,13 +15,13 @@ mod step;
 
 pub use report::{source_commit, BenchReport, Row, Setup};
 
-use crate::mesh::{sharded_on_group, MAX_WGPU_RANKS};
+use crate::mesh::{RuntimeConfig, MAX_WGPU_RANKS};
 use crate::train::ModelName;
 use crate::{Error, Result};
 use burn::tensor::backend::Backend;
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::WgpuRuntime;
-use firemesh_backend::{stats, Mesh};
+use firemesh_backend::{Mesh, MeshConfig};
 use firemesh_collective::probe;
 use firemesh_collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
 use std::path::PathBuf;
@@ -106,9 +106,9 @@ struct Plan {
     sizes: Sizes,
 }
 
-/// Runs the benchmark `options` asks for, printing progress and the report; writes the report
-/// files and returns the report.
-pub fn run(options: &BenchOptions) -> Result<BenchReport> {
+/// Runs the benchmark `options` asks for on meshes run as `runtime` says, printing progress and
+/// the report; writes the report files and returns the report.
+pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchReport> {
     check(options)?;
     let (plans, notes) = plan(options)?;
     // Every model's sizes are checked before anything runs or is written.
@@ -122,17 +122,15 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
         })
         .collect::<Result<_>>()?;
     std::fs::create_dir_all(&options.out)
-        .map_err(|e| Error::Io(format!("cannot create {}: {e}", options.out.display())))?;
-    // Communication timed on its own: each sum first waits for the work queued on every rank
-    // (until the run returns, also when it fails).
-    struct Settled;
-    impl Drop for Settled {
-        fn drop(&mut self) {
-            stats::settle_before_comm(false);
-        }
-    }
-    stats::settle_before_comm(true);
-    let settled = Settled;
+        .map_err(|e| Error::io(format!("cannot create {}", options.out.display()), e))?;
+    // Communication timed on its own: each sum first waits for the work queued on every rank.
+    let runtime = RuntimeConfig {
+        mesh: MeshConfig {
+            settle_before_comm: true,
+            ..runtime.mesh
+        },
+        ..*runtime
+    };
     let mut out = Collected {
         rows: Vec::new(),
         notes,
@@ -147,7 +145,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
                     work,
                     options,
                     &mut out,
-                    |n| Ok(Mesh::replicate(burn_flex::FlexDevice, n)?),
+                    |n| runtime.cpu_mesh(n),
                     |_| None,
                 )?,
                 Runtime::Wgpu => measure::<burn_wgpu::Wgpu>(
@@ -155,7 +153,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
                     work,
                     options,
                     &mut out,
-                    |n| sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(&wgpu_devices(n)?),
+                    |n| runtime.wgpu_mesh(&wgpu_devices(n)?),
                     device_bytes::<WgpuRuntime>,
                 )?,
                 Runtime::Cuda => measure::<burn_cuda::Cuda>(
@@ -163,13 +161,12 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport> {
                     work,
                     options,
                     &mut out,
-                    |n| sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(&cuda_ranks(n)?),
+                    |n| runtime.cuda_mesh(&cuda_ranks(n)?),
                     device_bytes::<CudaRuntime>,
                 )?,
             }
         }
     }
-    drop(settled);
     let report = BenchReport::new(options, devices, out.rows, out.notes);
     print!("{}", report.markdown());
     report.write(&options.out)?;
@@ -200,12 +197,7 @@ fn check(o: &BenchOptions) -> Result<()> {
     if o.seq_len.is_some_and(|s| s < 2) {
         return bad("--seq-len must be at least 2 tokens".into());
     }
-    if !(o.bucket_mib.is_finite() && o.bucket_mib > 0.0) {
-        return bad(format!(
-            "--bucket-mib {}: it must be a positive size",
-            o.bucket_mib
-        ));
-    }
+    crate::grads::bucket_bytes(o.bucket_mib)?;
     Ok(())
 }
 
@@ -311,7 +303,7 @@ fn cuda_ranks(n: usize) -> Result<Vec<CudaDevice>> {
     if gpus.is_empty() {
         return Err(Error::Invalid("no usable CUDA GPU".into()));
     }
-    Ok((0..n).map(|r| gpus[r % gpus.len()].clone()).collect())
+    Ok(probe::round_robin(&gpus, n))
 }
 
 /// The host CPU's model name (Linux), or "CPU".

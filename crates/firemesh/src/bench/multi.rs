@@ -18,8 +18,12 @@ pub fn step_seconds<B: Backend>(
 ) -> Result<Measured> {
     let multi = || ExecutionStrategy::multi(devices.to_vec(), MultiDeviceOptim::OptimMainDevice);
     let label = format!("bench: {label}");
-    let step_s = firemesh_peers::step_seconds::<B>(devices, &multi, &work.peer(), &label)
-        .map_err(|e| Error::Check(format!("burn-train MultiDevice failed: {e}")))?;
+    let step_s = firemesh_peers::step_seconds::<B>(devices, &multi, &work.peer(), &label).map_err(
+        |source| Error::Peer {
+            peer: "burn-train MultiDevice".into(),
+            source,
+        },
+    )?;
     Ok(Measured {
         step_s,
         ..Measured::default()

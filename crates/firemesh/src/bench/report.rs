@@ -265,7 +265,16 @@ pub fn source_commit() -> String {
     let Some(hash) = git(&["rev-parse", "--short", "HEAD"]) else {
         return "unknown".into();
     };
-    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+    // Results written by earlier tables of the same run are not source changes.
+    let source = [
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ":(top)",
+        ":(top,exclude)benches/results",
+    ];
+    match git(&source) {
         Some(s) if !s.is_empty() => format!("{hash} (with uncommitted changes)"),
         _ => hash,
     }
@@ -343,7 +352,7 @@ impl BenchReport {
              step) and throughputs are absolute figures of this machine; efficiencies and `vs` \
              columns are ratios within this run, taken repeat by repeat: their median, ± the \
              interquartile range over repeats as a share of it. ⚑ marks a ratio whose spread \
-             exceeds {:.0}% or is unknown (fewer than 3 repeats): rest no claim on it.\n",
+             exceeds {:.0}% or is unknown (fewer than 3 repeats): base no claim on it.\n",
             self.date,
             self.host,
             self.firemesh,
@@ -473,11 +482,10 @@ impl BenchReport {
 
     /// Writes bench.json, bench.md and bench.png into `dir`.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let io =
-            |what: &str, e: &dyn std::fmt::Display| Error::Io(format!("cannot write {what}: {e}"));
-        let json = serde_json::to_string_pretty(self).map_err(|e| io("bench.json", &e))?;
-        std::fs::write(dir.join("bench.json"), json + "\n").map_err(|e| io("bench.json", &e))?;
-        std::fs::write(dir.join("bench.md"), self.markdown()).map_err(|e| io("bench.md", &e))?;
+        let io = |name: &str, e| Error::io(format!("cannot write {}", dir.join(name).display()), e);
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::json("bench.json", e))?;
+        std::fs::write(dir.join("bench.json"), json + "\n").map_err(|e| io("bench.json", e))?;
+        std::fs::write(dir.join("bench.md"), self.markdown()).map_err(|e| io("bench.md", e))?;
         self.chart(&dir.join("bench.png"))
     }
 

@@ -3,13 +3,10 @@
 //! `Autodiff<B>` on one device.
 
 use super::{BenchOptions, Sizes};
-use crate::grads::{reduce_gradients, EarlyBuckets};
-use crate::train::config::OptimizerKind;
 use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
-use crate::{Error, Result};
+use crate::{Error, Result, Trainer};
 use burn::backend::Autodiff;
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
@@ -72,7 +69,7 @@ impl Work {
             per_rank,
             image_size: sizes.image_size,
             seq_len,
-            bucket_bytes: ((o.bucket_mib * (1u64 << 20) as f64) as usize).max(4),
+            bucket_bytes: crate::grads::bucket_bytes(o.bucket_mib)?,
             warmup: o.warmup,
             steps: o.steps,
         })
@@ -84,20 +81,11 @@ impl Work {
     }
 
     pub fn unit(&self) -> &'static str {
-        if self.model.is_gpt() {
-            "tokens/s"
-        } else {
-            "images/s"
-        }
+        self.net.unit()
     }
 
     fn optimizer<A: AutodiffBackend>(&self) -> AnyOptimizer<Net<A>, A> {
-        let kind = if self.model.is_gpt() {
-            OptimizerKind::Adamw
-        } else {
-            OptimizerKind::Sgd
-        };
-        AnyOptimizer::new(kind, 0.9, 1e-4)
+        AnyOptimizer::new(self.net.default_optimizer(), 0.9, 1e-4)
     }
 
     /// Rank `rank`'s synthetic batch on `device`, the same at every rank count: the samples
@@ -166,12 +154,9 @@ pub fn sharded<B: Backend>(
             .collect()
     });
     let batch = || on_mesh::<B>(mesh, &parts);
-    let reduce = |net: &Net<Ad<B>>, grads: &mut GradientsParams| {
-        reduce_gradients::<B, _>(net, grads, work.bucket_bytes)
-    };
     // As `firemesh train` does: buckets summed as the backward pass fills them.
-    let _early = EarlyBuckets::on(work.bucket_bytes);
-    timed_steps::<Ad<B>>(mesh, net, batch, reduce, memory, work, label)
+    let trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes);
+    timed_steps::<Ad<B>>(mesh, trainer, batch, memory, work, label)
 }
 
 /// `work`'s per-rank batch through `Autodiff<B>` on one device: the inner backend alone. It runs
@@ -187,7 +172,8 @@ pub fn inner<B: Backend>(
         Autodiff::<B>::seed(device, 7);
         let net = work.net.init::<Autodiff<B>>(device)?;
         let batch = || Ok(work.batch::<Autodiff<B>>(0, device));
-        timed_steps::<Autodiff<B>>(device, net, batch, |_, _| 0, memory, work, label)
+        let trainer = Trainer::single_device(net, work.optimizer(), device);
+        timed_steps::<Autodiff<B>>(device, trainer, batch, memory, work, label)
     })
 }
 
@@ -219,21 +205,19 @@ fn on_mesh<B: Backend>(
     })
 }
 
-/// `warmup + steps` training steps of `net`, the last `steps` timed, each until `device` (every
+/// `warmup + steps` steps of `trainer`, the last `steps` timed, each until `device` (every
 /// rank of a mesh) finished it; progress on stderr.
 fn timed_steps<A: AutodiffBackend>(
     device: &A::Device,
-    mut net: Net<A>,
+    mut trainer: Trainer<A, Net<A>, AnyOptimizer<Net<A>, A>>,
     batch: impl Fn() -> Result<Batch<A>>,
-    reduce: impl Fn(&Net<A>, &mut GradientsParams) -> usize,
     memory: &dyn Fn() -> Option<u64>,
     work: &Work,
     label: &str,
 ) -> Result<Measured> {
     let sync = || A::sync(device).map_err(|e| Error::Invalid(format!("{label}: {e:?}")));
-    let mut optim = work.optimizer::<A>();
     let mut m = Measured {
-        gradient_tensors: burn::module::list_param_ids(&net).len(),
+        gradient_tensors: burn::module::list_param_ids(trainer.model()).len(),
         ..Measured::default()
     };
     let total = work.warmup + work.steps;
@@ -241,34 +225,33 @@ fn timed_steps<A: AutodiffBackend>(
         let batch = batch()?;
         sync()?;
         let start = Instant::now();
-        let (stepped, counts) = stats::count(|| -> Result<_> {
+        let mut peak = None;
+        let report = trainer.step(|net| {
             let loss = net.loss(batch)?;
             // The end of the forward pass holds the activations: sampled on the first step,
             // which is not timed unless there is no warm-up.
-            let peak = (i == 0).then(memory).flatten();
-            let mut grads = GradientsParams::from_grads(loss.backward(), &net);
-            let buckets = reduce(&net, &mut grads);
-            let stepped = optim.step(1e-3, net, grads);
-            let loss: f64 = loss.into_scalar().elem();
-            Ok((stepped, loss, buckets, peak))
-        });
-        let (stepped, loss, buckets, peak) = stepped?;
+            if i == 0 {
+                peak = memory();
+            }
+            Ok(loss)
+        })?;
         sync()?;
         let secs = start.elapsed().as_secs_f64();
-        net = stepped;
+        let (loss, counts) = (report.loss, &report.counts);
         if i == 0 {
             m.losses.0 = loss;
             m.peak_bytes_per_rank = peak;
         }
         m.losses.1 = loss;
-        m.gradient_collectives = buckets;
-        m.early_gradient_collectives = counts.early_buckets as usize;
-        m.other_collectives = counts.routes.values().sum::<u64>() - buckets as u64;
+        m.gradient_collectives = report.gradient_collectives;
+        m.early_gradient_collectives = report.early_gradient_collectives;
+        m.other_collectives =
+            counts.routes.values().sum::<u64>() - report.gradient_collectives as u64;
         m.fallbacks = counts.total_fallbacks();
         if i >= work.warmup {
             m.step_s.push(secs);
             m.comm_s.push(counts.comm_nanos as f64 * 1e-9);
-            m.hidden_comm.push(hidden_share(&counts));
+            m.hidden_comm.push(hidden_share(counts));
         }
         eprintln!(
             "bench: {label}: step {}/{total}{} {:.3} s, loss {loss:.4}",

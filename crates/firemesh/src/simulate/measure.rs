@@ -1,15 +1,14 @@
 //! firemesh's own step, counted and timed on a CPU mesh: the simulator's inputs for
 //! `firemesh simulate --firemesh`.
 
-use crate::train::config::OptimizerKind;
 use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
-use crate::Result;
+use crate::{Result, Trainer};
 use burn::backend::Autodiff;
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn_flex::{Flex, FlexDevice};
-use firemesh_backend::{shard, shard_int, stats, Mesh, Sharded};
+use firemesh_backend::buckets::DEFAULT_BUCKET_BYTES;
+use firemesh_backend::{shard, shard_int, Mesh, Sharded};
 use firemesh_zoo::Batch;
 use serde::Serialize;
 use std::time::Instant;
@@ -17,9 +16,10 @@ use std::time::Instant;
 /// What one training step of a zoo model costs firemesh's host, measured here.
 #[derive(Debug, Clone, Serialize)]
 pub struct FiremeshStep {
-    /// Ops issued through `Sharded` in forward, backward and the optimizer step.
+    /// Ops issued through `Sharded` in one step of [`Trainer`]: forward, backward, the
+    /// gradient buckets' copies and the optimizer's update.
     pub ops_per_step: u64,
-    /// Sums over the ranks inside forward and backward (BatchNorm statistics of a sharded
+    /// Sums over the ranks other than the gradient buckets (BatchNorm statistics of a sharded
     /// batch and their gradients, the loss): the step waits for each.
     pub blocking_sums: u64,
     /// Host time of one small op through `Sharded<Flex>`, ranks issued in turn:
@@ -40,7 +40,8 @@ pub struct FiremeshStep {
 pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<FiremeshStep> {
     type Ad = Autodiff<Sharded<Flex>>;
     let mesh = Mesh::replicate(FlexDevice, 2)?;
-    let net = model.config(10, 16, 256)?.init::<Ad>(&mesh)?;
+    let net_config = model.config(10, 16, 256)?;
+    let net = net_config.init::<Ad>(&mesh)?;
     let batch = if model.is_gpt() {
         let tokens: Vec<i32> = (0..2 * 9).map(|i| i * 37 % 256).collect();
         let t = Tensor::<Ad, 2, Int>::from_data(TensorData::new(tokens, [2, 9]), &mesh);
@@ -56,18 +57,9 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
             labels: shard_int(labels, 0)?,
         }
     };
-    let (grads, passes) = stats::count(|| -> Result<_> {
-        let loss = net.loss(batch)?;
-        Ok(GradientsParams::from_grads(loss.backward(), &net))
-    });
-    let grads = grads?;
-    let kind = if model.is_gpt() {
-        OptimizerKind::Adamw
-    } else {
-        OptimizerKind::Sgd
-    };
-    let mut optimizer = AnyOptimizer::new(kind, 0.9, 1e-4);
-    let (_, update) = stats::count(|| optimizer.step(0.01, net, grads));
+    let optimizer = AnyOptimizer::new(net_config.default_optimizer(), 0.9, 1e-4);
+    let mut trainer = Trainer::sharded(net, optimizer, &mesh, DEFAULT_BUCKET_BYTES);
+    let step = trainer.step(|net| Ok(net.loss(batch)?))?;
     let mut counts: Vec<usize> = ranks.iter().copied().filter(|&n| n <= 8).collect();
     counts.extend([1, 2, 4, 8]);
     counts.sort_unstable();
@@ -81,8 +73,8 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
     let one_rank = host_op_s_by_ranks[0].1;
     let handoff_s = (host_seconds_per_op(2, true)? - one_rank).max(0.0);
     Ok(FiremeshStep {
-        ops_per_step: passes.ops + update.ops,
-        blocking_sums: passes.routes.values().sum(),
+        ops_per_step: step.counts.ops,
+        blocking_sums: step.counts.routes.values().sum::<u64>() - step.gradient_collectives as u64,
         host_op_s_by_ranks,
         host_op_s,
         host_op_s_per_extra_rank,

@@ -12,6 +12,7 @@ use firemesh_simulate::{
     gpt, resnet, Gpu, HostModel, Link, Prediction, Published, Scenario, Schedule, StepProfile,
     Topology, Workload,
 };
+use firemesh_zoo::NetConfig;
 use std::path::PathBuf;
 
 /// The options of `firemesh simulate`.
@@ -211,25 +212,24 @@ fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
         return Ok((p, format!("profile {}", path.display()), None, None));
     }
     let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
-    let (workload, samples) = match o.model {
-        ModelName::ResnetTiny => {
-            return Err(Error::Invalid(
-                "simulate: resnet-tiny has no published shape here; use resnet18 .. resnet152, a GPT, or --profile".into(),
-            ))
+    // The model's own shape: a ResNet of its depth, a GPT of its config.
+    let net = o.model.net(o.classes, o.image_size)?;
+    let (workload, samples) = match (&net, o.model.resnet_depth()) {
+        (NetConfig::ResNet(_), Some(depth)) => {
+            (resnet(depth, o.image_size, o.classes).map_err(invalid)?, 256)
         }
-        ModelName::Resnet18 => (resnet(18, o.image_size, o.classes).map_err(invalid)?, 256),
-        ModelName::Resnet34 => (resnet(34, o.image_size, o.classes).map_err(invalid)?, 256),
-        ModelName::Resnet50 => (resnet(50, o.image_size, o.classes).map_err(invalid)?, 256),
-        ModelName::Resnet101 => (resnet(101, o.image_size, o.classes).map_err(invalid)?, 256),
-        ModelName::Resnet152 => (resnet(152, o.image_size, o.classes).map_err(invalid)?, 256),
-        ModelName::GptTiny => (gpt(2, 32, 256, 16).map_err(invalid)?, 8 * 16),
-        ModelName::Gpt2Small => (gpt(12, 768, 50_257, 1024).map_err(invalid)?, 8 * 1024),
+        (NetConfig::ResNet(_), None) => {
+            return Err(Error::Invalid(format!(
+                "simulate: {} has no published shape here; use resnet18 .. resnet152, a GPT, or --profile",
+                o.model
+            )))
+        }
+        (NetConfig::Gpt(c), _) => (
+            gpt(c.n_layers, c.d_model, c.vocab_size, c.context_length).map_err(invalid)?,
+            8 * c.context_length,
+        ),
     };
-    let context = match o.model {
-        ModelName::GptTiny => 16,
-        ModelName::Gpt2Small => 1024,
-        _ => 1,
-    };
+    let context = net.context_length().unwrap_or(1);
     let published_shape =
         o.model == ModelName::Resnet50 && o.image_size == 224 && o.classes == 1000;
     let published = published_shape
@@ -305,12 +305,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
     if o.ports_per_node == Some(0) {
         return Err(Error::Invalid("--ports-per-node must be 1 or more".into()));
     }
-    if !(o.bucket_mib.is_finite() && o.bucket_mib > 0.0 && o.bucket_mib <= 65_536.0) {
-        return Err(Error::Invalid(format!(
-            "--bucket-mib {}: from above 0 to 65536",
-            o.bucket_mib
-        )));
-    }
+    let bucket_bytes = crate::grads::bucket_bytes(o.bucket_mib)?;
     if !(o.straggler_cv.is_finite() && (0.0..1.0).contains(&o.straggler_cv)) {
         return Err(Error::Invalid(format!(
             "--straggler-cv {}: from 0 to below 1",
@@ -336,7 +331,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
             ports_per_node: o.ports_per_node,
         },
         schedule: Schedule::Buckets {
-            bytes: ((o.bucket_mib * (1u64 << 20) as f64) as u64).max(1),
+            bytes: bucket_bytes as u64,
         },
         overlap: true,
         straggler_cv: o.straggler_cv,

@@ -151,13 +151,18 @@ pub fn print(sim: &Simulation) {
 
 /// Writes the files; returns their paths.
 pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<String>> {
-    let io = |what: &Path, e: std::io::Error| Error::Io(format!("{}: {e}", what.display()));
+    let io = |what: &Path, e: std::io::Error| Error::io(what.display(), e);
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let json = dir.join("simulate.json");
-    let text = serde_json::to_string_pretty(sim).map_err(|e| Error::Io(e.to_string()))?;
+    let text = serde_json::to_string_pretty(sim).map_err(|e| Error::json("the simulation", e))?;
     std::fs::write(&json, text).map_err(|e| io(&json, e))?;
     let md = dir.join("simulate.md");
-    std::fs::write(&md, markdown(sim)).map_err(|e| io(&md, e))?;
+    // The file names the commit it was written at, after its title.
+    let text = markdown(sim);
+    let (title, body) = text.split_once('\n').unwrap_or((&text, ""));
+    let commit = crate::bench::source_commit();
+    let text = format!("{title}\n\nMeasured at commit {commit}.\n{body}");
+    std::fs::write(&md, text).map_err(|e| io(&md, e))?;
     let curve = |preds: &[Prediction]| -> Vec<(f64, f64)> {
         preds
             .iter()

@@ -122,7 +122,7 @@ pub(crate) fn line_chart(
     series: &[Series],
 ) -> Result<()> {
     draw_png(path, title, x_desc, y_desc, series)
-        .map_err(|e| Error::Io(format!("cannot draw {}: {e}", path.display())))
+        .map_err(|e| Error::Chart(format!("{}: {e}", path.display())))
 }
 
 fn draw_png(

@@ -48,10 +48,6 @@ pub struct Checkpoint {
     pub optimizer: Vec<u8>,
 }
 
-/// Test hook: milliseconds to pause half-way through writing a checkpoint's temporary file,
-/// so that a crash test can kill the process inside a write.
-pub const PAUSE_ENV: &str = "FIREMESH_CHECKPOINT_WRITE_PAUSE_MS";
-
 impl Checkpoint {
     fn encode(&self) -> Result<Vec<u8>> {
         let header = serde_json::to_vec(&self.header)
@@ -148,7 +144,7 @@ impl CheckpointDir {
     /// Writes `checkpoint` atomically and keeps the newest `keep`; returns its path.
     pub fn write(&self, checkpoint: &Checkpoint, keep: usize) -> Result<PathBuf> {
         let io = |what: &str, path: &Path, e: std::io::Error| {
-            Error::Checkpoint(format!("cannot {what} {}: {e}", path.display()))
+            Error::io(format!("checkpoint: cannot {what} {}", path.display()), e)
         };
         fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
         let path = self.file(checkpoint.header.step);
@@ -156,16 +152,9 @@ impl CheckpointDir {
             .dir
             .join(format!(".step-{:08}.ckpt.tmp", checkpoint.header.step));
         let bytes = checkpoint.encode()?;
-        let pause = std::env::var(PAUSE_ENV).ok().and_then(|v| v.parse().ok());
         {
             let mut file = File::create(&temp).map_err(|e| io("create", &temp, e))?;
-            let (first, rest) = bytes.split_at(bytes.len() / 2);
-            file.write_all(first).map_err(|e| io("write", &temp, e))?;
-            if let Some(ms) = pause {
-                file.flush().map_err(|e| io("write", &temp, e))?;
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-            }
-            file.write_all(rest).map_err(|e| io("write", &temp, e))?;
+            file.write_all(&bytes).map_err(|e| io("write", &temp, e))?;
             file.sync_all().map_err(|e| io("flush", &temp, e))?;
         }
         fs::rename(&temp, &path).map_err(|e| io("rename", &temp, e))?;

@@ -4,83 +4,12 @@
 
 use crate::mesh::MeshKind;
 use crate::{Error, Result};
-use firemesh_gpt::GptConfig;
-use firemesh_resnet::{ResNetConfig, StemKind};
-use firemesh_zoo::NetConfig;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// The reference models `firemesh train` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum ModelName {
-    /// A 3-stage, 8-wide CIFAR ResNet that trains in seconds on a CPU.
-    ResnetTiny,
-    Resnet18,
-    Resnet34,
-    Resnet50,
-    Resnet101,
-    Resnet152,
-    /// 2 layers, 2 heads, width 32, context 16.
-    GptTiny,
-    /// GPT-2 small: 12 layers, 12 heads, width 768, context 1024.
-    Gpt2Small,
-}
-
-impl ModelName {
-    pub fn is_gpt(self) -> bool {
-        matches!(self, Self::GptTiny | Self::Gpt2Small)
-    }
-
-    /// The model for `classes` classes of `image_size`² images, or a vocabulary of `vocab`
-    /// tokens (ResNets take the ImageNet stem from 128 px, the CIFAR stem below).
-    pub fn config(self, classes: usize, image_size: usize, vocab: usize) -> Result<NetConfig> {
-        let stem = StemKind::for_image_size(image_size);
-        let depth = |d| -> Result<NetConfig> {
-            Ok(NetConfig::ResNet(
-                ResNetConfig::from_depth(d, classes)?.with_stem(stem),
-            ))
-        };
-        match self {
-            Self::ResnetTiny => Ok(NetConfig::ResNet(ResNetConfig::tiny(classes))),
-            Self::Resnet18 => depth(18),
-            Self::Resnet34 => depth(34),
-            Self::Resnet50 => depth(50),
-            Self::Resnet101 => depth(101),
-            Self::Resnet152 => depth(152),
-            Self::GptTiny => Ok(NetConfig::Gpt(GptConfig {
-                vocab_size: vocab,
-                ..GptConfig::tiny()
-            })),
-            Self::Gpt2Small => Ok(NetConfig::Gpt(GptConfig {
-                vocab_size: vocab,
-                ..GptConfig::gpt2_small()
-            })),
-        }
-    }
-
-    /// The name as the command line spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ResnetTiny => "resnet-tiny",
-            Self::Resnet18 => "resnet18",
-            Self::Resnet34 => "resnet34",
-            Self::Resnet50 => "resnet50",
-            Self::Resnet101 => "resnet101",
-            Self::Resnet152 => "resnet152",
-            Self::GptTiny => "gpt-tiny",
-            Self::Gpt2Small => "gpt2-small",
-        }
-    }
-}
-
-impl fmt::Display for ModelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use firemesh_zoo::{ModelName, OptimizerKind};
 
 /// Where the training data comes from: `synthetic`, `cifar10:DIR` (the binary version),
 /// `images:DIR` (one sub-folder per class, or `train/` and `val/` holding them) or
@@ -186,15 +115,6 @@ impl From<TokenizerSpec> for String {
             TokenizerSpec::Gpt2(dir) => format!("gpt2:{}", dir.display()),
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum OptimizerKind {
-    /// SGD with momentum (and weight decay).
-    Sgd,
-    /// AdamW (decoupled weight decay).
-    Adamw,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -410,11 +330,9 @@ impl TrainConfig {
                 "--model {model} trains on {wants}, but --data {data} is {got}"
             )));
         }
-        let optimizer = o.optimizer.unwrap_or(if model.is_gpt() {
-            OptimizerKind::Adamw
-        } else {
-            OptimizerKind::Sgd
-        });
+        let optimizer = o
+            .optimizer
+            .unwrap_or(model.net(10, 32)?.default_optimizer());
         let length = match (o.epochs, o.steps) {
             (Some(_), Some(_)) => return Err(invalid("give --epochs or --steps, not both")),
             (_, Some(s)) => Length::Steps(positive("--steps", s)?),
@@ -468,12 +386,7 @@ impl TrainConfig {
         if o.seq_len == Some(0) || o.seq_len == Some(1) {
             return Err(invalid("--seq-len must be at least 2"));
         }
-        let bucket_mib = o.bucket_mib.unwrap_or(25.0);
-        if !(bucket_mib.is_finite() && (1e-6..=1e6).contains(&bucket_mib)) {
-            return Err(Error::Invalid(format!(
-                "--bucket-mib {bucket_mib}: must be between 0.000001 and 1000000"
-            )));
-        }
+        let bucket_bytes = crate::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
         Ok(Self {
             model,
             data,
@@ -498,7 +411,7 @@ impl TrainConfig {
             eval_samples: o.eval_samples.unwrap_or(512),
             seq_len: o.seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
-            bucket_bytes: (bucket_mib * 1024.0 * 1024.0).round() as usize,
+            bucket_bytes,
             prefetch: positive("--prefetch", o.prefetch.unwrap_or(2))?,
             workers: positive("--workers", o.workers.unwrap_or(2))?,
             log_every: positive("--log-every", o.log_every.unwrap_or(10))?,

@@ -60,7 +60,7 @@ impl MetricsLog {
     /// checkpoint by the interrupted run) are dropped; a fresh run starts an empty log.
     pub fn open(run_dir: &Path, resume_at: Option<usize>) -> Result<Self> {
         let path = run_dir.join("metrics.jsonl");
-        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+        let io = |e: std::io::Error| Error::io(path.display(), e);
         let mut records = Vec::new();
         if let (Some(step), Ok(file)) = (resume_at, File::open(&path)) {
             for line in BufReader::new(file).lines() {
@@ -93,15 +93,14 @@ impl MetricsLog {
     }
 
     pub fn push(&mut self, record: Record) -> Result<()> {
-        writeln!(self.file, "{}", json(&record)?)
-            .map_err(|e| Error::Io(format!("{}: {e}", self.path.display())))?;
+        writeln!(self.file, "{}", json(&record)?).map_err(|e| Error::io(self.path.display(), e))?;
         self.records.push(record);
         Ok(())
     }
 }
 
 fn json<T: Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Io(format!("cannot encode metrics: {e}")))
+    serde_json::to_string(value).map_err(|e| Error::json("metrics", e))
 }
 
 /// What a run did, written to `summary.json` and printed at the end.
@@ -156,10 +155,8 @@ pub struct Summary {
 impl Summary {
     pub fn write(&self) -> Result<PathBuf> {
         let path = self.run_dir.join("summary.json");
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::Io(format!("cannot encode the summary: {e}")))?;
-        std::fs::write(&path, text + "\n")
-            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        let text = serde_json::to_string_pretty(self).map_err(|e| Error::json("the summary", e))?;
+        std::fs::write(&path, text + "\n").map_err(|e| Error::io(path.display(), e))?;
         Ok(path)
     }
 }

@@ -18,22 +18,24 @@ mod pipeline;
 mod progress;
 mod run;
 
-pub use checkpoint::PAUSE_ENV as CHECKPOINT_PAUSE_ENV;
 pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use metrics::{Record, Summary};
 pub use optim::Schedule;
 pub use run::route_name;
 
-use crate::mesh::{sharded_on_group, DeviceMesh};
+use crate::mesh::{DeviceMesh, RuntimeConfig};
 use crate::{Error, Result};
-use cubecl::cuda::CudaRuntime;
-use cubecl::wgpu::WgpuRuntime;
-use firemesh_backend::Mesh;
 use std::path::{Path, PathBuf};
 
-/// Runs the training `config` asks for, printing progress; returns what it measured.
+/// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
+/// run with the default [`RuntimeConfig`].
 pub fn run(config: &TrainConfig) -> Result<Summary> {
+    run_with(config, &RuntimeConfig::default())
+}
+
+/// [`run`], its meshes run as `runtime` says.
+pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig) -> Result<Summary> {
     let mesh = DeviceMesh::discover(config.mesh, config.ranks, config.share_devices)?;
     let ranks = mesh.ranks();
     if config.batch < ranks {
@@ -86,29 +88,20 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
         gpus,
     };
     match &mesh {
-        DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(
-            sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(d)?,
-            job,
-        ),
-        DeviceMesh::Wgpu(d) => run::train_on::<burn_wgpu::Wgpu>(
-            sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(d)?,
-            job,
-        ),
+        DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(runtime.cuda_mesh(d)?, job),
+        DeviceMesh::Wgpu(d) => run::train_on::<burn_wgpu::Wgpu>(runtime.wgpu_mesh(d)?, job),
+        // Flex computes where it is called: the ranks run at once on their own threads (the
+        // mesh's default; `--rank-threads off` runs them in turn).
         DeviceMesh::Cpu { ranks, .. } => {
-            let mesh = Mesh::replicate(burn_flex::FlexDevice, *ranks)?;
-            // Flex computes where it is called: the ranks run at once on their own threads
-            // (the mesh's default; FIREMESH_RANK_THREADS=0 runs them in turn).
-            run::train_on::<burn_flex::Flex>(mesh, job)
+            run::train_on::<burn_flex::Flex>(runtime.cpu_mesh(*ranks)?, job)
         }
     }
 }
 
 /// Tokens per training sequence of a GPT run.
 fn seq_len(config: &TrainConfig) -> Result<Option<usize>> {
-    let context = match config.model {
-        ModelName::GptTiny => firemesh_gpt::GptConfig::tiny().context_length,
-        ModelName::Gpt2Small => firemesh_gpt::GptConfig::gpt2_small().context_length,
-        _ => return Ok(None),
+    let Some(context) = config.model.net(10, 32)?.context_length() else {
+        return Ok(None);
     };
     match config.seq_len {
         Some(s) if s > context => Err(Error::Invalid(format!(
@@ -159,6 +152,6 @@ fn run_dir(config: &TrainConfig) -> Result<PathBuf> {
         }
     };
     std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::Io(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     Ok(dir)
 }

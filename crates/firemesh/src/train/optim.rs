@@ -7,7 +7,10 @@ use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
+use burn::optim::{
+    AdamW, AdamWConfig, GradientsParams, LearningRate, MultiGradientsParams, Optimizer, Sgd,
+    SgdConfig,
+};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
@@ -39,13 +42,6 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
         }
     }
 
-    pub fn step(&mut self, lr: f64, model: M, grads: GradientsParams) -> M {
-        match self {
-            Self::Sgd(o) => o.step(lr, model, grads),
-            Self::AdamW(o) => o.step(lr, model, grads),
-        }
-    }
-
     /// The optimizer's state (momenta, moment estimates), serialized.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let bytes = match self {
@@ -68,6 +64,55 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
                 o.load_record(Recorder::<B>::load(&Bytes::new(), bytes, device).map_err(bad)?),
             ),
         })
+    }
+}
+
+impl<M: AutodiffModule<B>, B: AutodiffBackend> Clone for AnyOptimizer<M, B> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Sgd(o) => Self::Sgd(o.clone()),
+            Self::AdamW(o) => Self::AdamW(o.clone()),
+        }
+    }
+}
+
+/// Burn's optimizer interface, so that [`crate::Trainer`] and burn-train drive it like any
+/// other. Its record holds the state of the kind in use (checkpoints use
+/// [`AnyOptimizer::to_bytes`]).
+impl<M: AutodiffModule<B>, B: AutodiffBackend> Optimizer<M, B> for AnyOptimizer<M, B> {
+    type Record = (
+        Option<<OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> as Optimizer<M, B>>::Record>,
+        Option<<OptimizerAdaptor<AdamW, M, B> as Optimizer<M, B>>::Record>,
+    );
+
+    fn step(&mut self, lr: LearningRate, model: M, grads: GradientsParams) -> M {
+        match self {
+            Self::Sgd(o) => o.step(lr, model, grads),
+            Self::AdamW(o) => o.step(lr, model, grads),
+        }
+    }
+
+    fn step_multi(&mut self, lr: LearningRate, model: M, grads: MultiGradientsParams) -> M {
+        match self {
+            Self::Sgd(o) => o.step_multi(lr, model, grads),
+            Self::AdamW(o) => o.step_multi(lr, model, grads),
+        }
+    }
+
+    fn to_record(&self) -> Self::Record {
+        match self {
+            Self::Sgd(o) => (Some(o.to_record()), None),
+            Self::AdamW(o) => (None, Some(o.to_record())),
+        }
+    }
+
+    fn load_record(self, record: Self::Record) -> Self {
+        match (self, record) {
+            (Self::Sgd(o), (Some(r), _)) => Self::Sgd(o.load_record(r)),
+            (Self::AdamW(o), (_, Some(r))) => Self::AdamW(o.load_record(r)),
+            // A record of the other kind (or none): the state stays as it is.
+            (same, _) => same,
+        }
     }
 }
 

@@ -12,14 +12,12 @@ use super::metrics::{MetricsLog, Record, Summary};
 use super::optim::{AnyOptimizer, Schedule};
 use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
-use crate::grads::{reduce_gradients, EarlyBuckets};
-use crate::{Error, Result};
+use crate::{Error, Result, Trainer};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, MeshBackend, Route, Sharded};
+use firemesh_backend::{from_shards, from_shards_int, Mesh, MeshBackend, Route, Sharded};
 use firemesh_gpt::Sampling;
 use firemesh_zoo::{Batch, EvalCounts, Net, NetConfig};
 use std::collections::BTreeMap;
@@ -118,6 +116,12 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             }
         }
     }
+    let mut trainer = Trainer::sharded(model, optim, &mesh, c.bucket_bytes)
+        .with_lr(move |step| schedule.lr(step))
+        // Random draws (dropout) depend on the seed and the step only: a resumed run makes
+        // the same ones.
+        .with_step_seeds(c.seed)
+        .starting_at(start);
     let mut metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(start))?;
     let mut input = Prefetcher::<B>::start(
         job.data.train.clone(),
@@ -132,8 +136,6 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let handoffs_before = firemesh_collective::stream::handoffs();
     let mut routes = BTreeMap::new();
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
-    // Buckets are summed as the backward pass fills them (no accumulation here to forbid it).
-    let _early = EarlyBuckets::on(c.bucket_bytes);
     let mut last_checkpoint = None;
     let mut last_eval = None;
     let (begin, mut samples_this_run) = (Instant::now(), 0usize);
@@ -151,21 +153,10 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let epoch = batch_in.position.epoch;
         let samples = batch_in.samples;
         let batch = to_mesh::<Ad<B>>(&mesh, batch_in.parts)?;
-        let lr = schedule.lr(step);
-        // Random draws (dropout) depend on the seed and the step only: a resumed run makes
-        // the same ones.
-        Ad::<B>::seed(&mesh, step_seed(c.seed, step));
-        let (stepped, counts) = stats::count(|| -> Result<_> {
-            let loss = model.loss(batch)?;
-            let mut grads = GradientsParams::from_grads(loss.backward(), &model);
-            let buckets = reduce_gradients::<B, _>(&model, &mut grads, c.bucket_bytes);
-            let loss: f64 = loss.into_scalar().elem();
-            Ok((loss, optim.step(lr, model, grads), buckets))
-        });
-        let (loss, new_model, buckets) = stepped?;
-        model = new_model;
-        gradient_collectives = buckets;
-        early_gradient_collectives = counts.early_buckets as usize;
+        let report = trainer.step(|model| Ok(model.loss(batch)?))?;
+        let (loss, lr, counts) = (report.loss, report.lr, report.counts);
+        gradient_collectives = report.gradient_collectives;
+        early_gradient_collectives = report.early_gradient_collectives;
         if !loss.is_finite() {
             progress.finish();
             return Err(Error::NonFinite {
@@ -210,7 +201,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         })?;
         let epoch_end = done % job.order.steps_per_epoch == 0;
         if epoch_end || done == total {
-            if let Some(record) = evaluate::<B>(&job, &model.valid(), &mesh, done, epoch)? {
+            if let Some(record) = evaluate::<B>(&job, &trainer.model().valid(), &mesh, done, epoch)?
+            {
                 progress.println(&describe_eval(&record));
                 metrics.push(record.clone())?;
                 last_eval = Some(record);
@@ -231,9 +223,13 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             };
             let checkpoint = Checkpoint {
                 header,
-                model: Recorder::<Ad<B>>::record(&Bytes::new(), model.clone().into_record(), ())
-                    .map_err(|e| Error::Checkpoint(format!("cannot serialize the model: {e}")))?,
-                optimizer: optim.to_bytes()?,
+                model: Recorder::<Ad<B>>::record(
+                    &Bytes::new(),
+                    trainer.model().clone().into_record(),
+                    (),
+                )
+                .map_err(|e| Error::Checkpoint(format!("cannot serialize the model: {e}")))?,
+                optimizer: trainer.optimizer().to_bytes()?,
             };
             let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
             tracing::debug!(path = %path.display(), "checkpoint written");
@@ -242,6 +238,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     }
     progress.finish();
     let seconds = begin.elapsed().as_secs_f64();
+    let model = trainer.into_model();
     if start == total {
         let epoch = job.order.position(total).epoch;
         last_eval = evaluate::<B>(&job, &model.valid(), &mesh, total, epoch)?;
@@ -346,12 +343,6 @@ pub fn route_name(route: Route) -> &'static str {
     }
 }
 
-fn step_seed(seed: u64, step: usize) -> u64 {
-    let mut z = seed ^ (step as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z ^ (z >> 31)
-}
-
 /// The per-rank parts of a batch as one batch sharded over the mesh.
 fn to_mesh<Bk: MeshBackend>(
     mesh: &Mesh<burn::tensor::Device<Bk::Inner>>,
@@ -370,7 +361,6 @@ fn to_mesh<Bk: MeshBackend>(
     })
 }
 
-/// Sums each weight gradient over the ranks (its parts are `Partial`), in place.
 /// Loss and accuracy (or perplexity) on the held-out split; `None` when it holds fewer
 /// samples than there are ranks.
 fn evaluate<B: Backend>(

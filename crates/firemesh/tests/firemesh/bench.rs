@@ -171,7 +171,7 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
             2.0 * 8.0, // 2 sequences of 9 tokens predict 8 each
         ),
     ];
-    let bucket = (bucket_mib * 1048576.0) as usize;
+    let bucket = firemesh::grads::bucket_bytes(bucket_mib).unwrap();
     for (model, (params, tensors), per_rank) in params {
         let ours = rows(&json, model, "firemesh");
         let inner = rows(&json, model, "inner");

@@ -4,7 +4,10 @@
 //! model are refused, and a diverging loss stops the run keeping the last good checkpoint.
 
 use crate::common::{cli, scratch, snapshot};
-use firemesh::train::CHECKPOINT_PAUSE_ENV;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -88,6 +91,92 @@ impl Moments {
 
 const KILLS: usize = 12;
 
+/// A checkpoint write caught in the middle, with no help from the program: the temporary file
+/// that a checkpoint will be written to is made a FIFO whose pipe holds one page, and its reader
+/// takes `keep` bytes and then stops, so that the writer blocks inside its `write`. The caller
+/// kills the writer then, and [`CaughtWrite::leave_partial_file`] puts in the FIFO's place a
+/// regular file of the bytes that reached it: what a kill in the middle of a write leaves on
+/// disk.
+struct CaughtWrite {
+    path: PathBuf,
+    reader: File,
+    got: Vec<u8>,
+    keep: usize,
+    /// The bytes waiting in the pipe at the last look, and since when.
+    queued: Option<(libc::c_int, Instant)>,
+}
+
+impl CaughtWrite {
+    /// The trap for the write of checkpoint `step` of `run_dir`, taking a quarter of the size
+    /// of its newest checkpoint; `None` where that write has begun already.
+    fn arm(run_dir: &Path, step: usize) -> Option<Self> {
+        let checkpoints = run_dir.join("checkpoints");
+        let size = std::fs::read_dir(&checkpoints)
+            .ok()?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".ckpt"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len() as usize)
+            .max()?;
+        let path = checkpoints.join(format!(".step-{step:08}.ckpt.tmp"));
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        if unsafe { libc::mkfifo(name.as_ptr(), 0o600) } != 0 {
+            return None; // the program made the file first
+        }
+        let keep = size / 4;
+        // Opened first, without blocking: the writer's open then returns at once.
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .unwrap();
+        unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        Some(Self {
+            path,
+            reader,
+            got: Vec::new(),
+            keep,
+            queued: None,
+        })
+    }
+
+    /// Takes what the writer sent, up to `keep` bytes; true once the writer is blocked: `keep`
+    /// bytes taken and the pipe full behind them.
+    fn writer_blocked(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        while self.got.len() < self.keep {
+            let want = buf.len().min(self.keep - self.got.len());
+            match self.reader.read(&mut buf[..want]) {
+                Ok(0) | Err(_) => break, // no writer yet, or nothing new
+                Ok(n) => self.got.extend_from_slice(&buf[..n]),
+            }
+        }
+        if self.got.len() < self.keep {
+            return false;
+        }
+        // The writer writes all its bytes with one call: once the bytes waiting in the pipe
+        // stop growing, it is blocked inside that call.
+        let mut queued: libc::c_int = 0;
+        unsafe { libc::ioctl(self.reader.as_raw_fd(), libc::FIONREAD, &mut queued) };
+        let now = Instant::now();
+        match self.queued {
+            Some((before, since)) if before == queued => {
+                queued > 0 && now - since >= Duration::from_millis(20)
+            }
+            _ => {
+                self.queued = Some((queued, now));
+                false
+            }
+        }
+    }
+
+    fn leave_partial_file(self) {
+        drop(self.reader);
+        std::fs::remove_file(&self.path).unwrap();
+        std::fs::write(&self.path, &self.got).unwrap();
+    }
+}
+
 #[test]
 fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
     let dir = scratch("kills");
@@ -126,35 +215,41 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
         if run.exists() {
             a.push("--resume".into());
         }
-        // Every third start is killed inside the second checkpoint write it makes (the first
-        // completes, so that the run moves on); the write pauses half-way.
-        let inside_write = kills < KILLS && starts % 3 == 0;
+        // Every second start is killed inside the second checkpoint write it makes (the first
+        // completes, so that the run moves on), a quarter of the way into it. The trap is set
+        // once the first is on disk (a start clears leftover temporary files when it resumes).
+        let catch = kills < KILLS && starts % 2 == 0 && run.exists();
+        let resumed_at = checkpointed(&run);
+        let mut caught: Option<CaughtWrite> = None;
         let mut command = Command::new(env!("CARGO_BIN_EXE_firemesh"));
         command
             .args(&a)
             .current_dir(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if inside_write {
-            command.env(CHECKPOINT_PAUSE_ENV, "300");
-        }
         let spawned = std::time::SystemTime::now();
         let mut child = command.spawn().unwrap();
         // Other starts die at a random moment before they could finish.
         let left = (STEPS - checkpointed(&run)) as u32;
         let budget = (per_step * left * 2 / 5).as_millis() as u64;
         let deadline = Instant::now() + Duration::from_millis(moments.next(budget));
-        let mut seen = std::collections::BTreeSet::new();
         let mut killed = false;
         while kills < KILLS && child.try_wait().unwrap().is_none() {
-            let writing = fresh_temp_files(&run, spawned);
-            seen.extend(writing.iter().cloned());
-            let second_write = !writing.is_empty() && seen.len() >= 2;
-            if (inside_write && second_write) || (!inside_write && Instant::now() >= deadline) {
+            let newest = checkpointed(&run);
+            if catch && caught.is_none() && newest > resumed_at && newest + 3 <= STEPS {
+                caught = CaughtWrite::arm(&run, newest + 3);
+            }
+            let blocked = caught.as_mut().is_some_and(CaughtWrite::writer_blocked);
+            assert!(
+                Instant::now() < deadline + Duration::from_secs(120),
+                "start {starts} neither ended nor was killed"
+            );
+            if blocked || (!catch && Instant::now() >= deadline) {
+                let writing = blocked || !fresh_temp_files(&run, spawned).is_empty();
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
                 kills += 1;
-                in_write += usize::from(!writing.is_empty());
+                in_write += usize::from(writing);
                 killed = true;
                 break;
             }
@@ -167,6 +262,9 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
                 "start {starts}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+        if let Some(caught) = caught.take() {
+            caught.leave_partial_file();
         }
     }
     println!("{kills} kills ({in_write} inside a checkpoint write), {starts} starts");

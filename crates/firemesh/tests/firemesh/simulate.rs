@@ -161,12 +161,12 @@ fn bad_simulate_input_is_one_line() {
 
 #[test]
 fn firemesh_step_counts_its_ops_and_sums() {
-    // The tiny GPT: quick; LayerNorm works per token, so nothing in its step waits for the
-    // other ranks.
+    // The tiny GPT: quick; LayerNorm works per token, so the one thing in its step that waits
+    // for the other ranks is the loss, read back.
     let step = measure_firemesh_step(ModelName::GptTiny, &[1, 2]).unwrap();
     println!("gpt-tiny: {step:?}");
     assert!(step.ops_per_step > 100, "{step:?}");
-    assert_eq!(step.blocking_sums, 0, "{step:?}");
+    assert_eq!(step.blocking_sums, 1, "{step:?}");
     let ranks: Vec<usize> = step.host_op_s_by_ranks.iter().map(|r| r.0).collect();
     assert_eq!(ranks, [1, 2, 4, 8]);
     assert!(step.host_op_s > 0.0 && step.host_op_s < 1e-3, "{step:?}");

@@ -1,7 +1,7 @@
 //! The training step: a step's `Partial` gradients are summed in ceil(bytes / bucket)
 //! collectives, to the same values as one sum per parameter, late or early (during the backward
-//! pass); accumulation reduces once; a bucketed run equals one-device training; every ResNet
-//! depth steps with no fallback.
+//! pass); accumulation reduces once; a bucketed run and `firemesh::Trainer` equal one-device
+//! training; every ResNet depth steps with no fallback.
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -11,8 +11,10 @@ use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn_flex::{Flex, FlexDevice};
+use firemesh::backend::buckets::EarlyBuckets;
 use firemesh::backend::{redistribute, shard, shard_int, stats, Mesh, Placement, Sharded};
-use firemesh::grads::{reduce_gradients, set_early_buckets, Bucketed};
+use firemesh::grads::{reduce_gradients, Bucketed};
+use firemesh::Trainer;
 use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
 
 type Ad = Autodiff<Sharded<Flex>>;
@@ -111,7 +113,7 @@ fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
     let (mut grads, forward_backward) = stats::count(|| sharded_grads(&model, &mesh, 4, 8, 1));
     let bucket = firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
     let (buckets, reduce) =
-        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket));
+        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket, None));
     let sums: u64 = reduce.routes.values().sum();
     let statistic_sums: u64 = forward_backward.routes.values().sum();
     // Read once, after the reduction: summing changes no size.
@@ -147,11 +149,12 @@ fn resnet50_step_sums_its_gradients_in_ceil_bytes_over_bucket_collectives() {
     // sums those, with BatchNorm's); the same values, bit for bit, in no more collectives. On
     // Flex they run on the communication thread, beside the rest of the backward pass, and
     // are counted where the step waits for them.
-    set_early_buckets(Some(bucket));
+    let early_sums = EarlyBuckets::new(bucket);
+    let armed = early_sums.arm(&mesh);
     let (mut grads, backward) = stats::count(|| sharded_grads(&model, &mesh, 4, 8, 1));
+    drop(armed);
     let (collectives, at_step) =
-        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket));
-    set_early_buckets(None);
+        stats::count(|| reduce_gradients::<Flex, _>(&model, &mut grads, bucket, Some(&early_sums)));
     let early = backward.early_buckets;
     let sums = |c: &stats::Counts| c.routes.values().sum::<u64>();
     println!(
@@ -224,7 +227,7 @@ fn buckets_give_the_sums_of_one_collective_per_parameter() {
     for bucket in [1000, 4096, bytes, 25 << 20] {
         let mut bucketed = sharded_grads(&model, &mesh, 7, 8, 1);
         let (collectives, counts) =
-            stats::count(|| reduce_gradients::<Flex, _>(&model, &mut bucketed, bucket));
+            stats::count(|| reduce_gradients::<Flex, _>(&model, &mut bucketed, bucket, None));
         assert_eq!(collectives, bytes.div_ceil(bucket), "bucket {bucket}");
         assert_eq!(counts.total_fallbacks(), 0);
         assert_eq!(read_grads(&model, &bucketed), want, "bucket {bucket}");
@@ -249,7 +252,7 @@ fn accumulated_micro_batches_are_reduced_once_and_equal_one_device() {
         "accumulation stays on each rank"
     );
     let mut grads = sharded.grads();
-    let collectives = reduce_gradients::<Flex, _>(&many, &mut grads, 25 << 20);
+    let collectives = reduce_gradients::<Flex, _>(&many, &mut grads, 25 << 20, None);
     assert_eq!(collectives, 1);
     let got = read_grads(&many, &grads);
     let want = read_grads(&one, &reference.grads());
@@ -277,12 +280,81 @@ fn a_bucketed_sgd_run_equals_one_device_training() {
             early_buckets += counts.early_buckets;
             many = opt_many.step(0.05, many.clone(), grads);
         }
-        set_early_buckets(None);
+        drop(opt_many);
         // From the second step on (the first step turns them on).
         assert_eq!(early_buckets > 0, early, "early buckets {early_buckets}");
         let worst = largest_difference(&params(&many), &params(&one));
         assert!(worst <= 1e-5, "early {early}: parameters differ by {worst}");
     }
+}
+
+/// `firemesh::Trainer` on a mesh equals the same trainer on one device, with early buckets
+/// and without: the loss of every step and the final parameters. Its reports count the step:
+/// early buckets only when they are on, a learning rate from the schedule, steps numbered on
+/// from `starting_at`.
+#[test]
+fn a_trainer_on_a_mesh_equals_one_device_training() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    for early in [true, false] {
+        let (one, many) = same_model(&ResNetConfig::tiny(10), &mesh);
+        let sgd = SgdConfig::new();
+        let lr = |step: usize| 0.05 / (step + 1) as f64;
+        let mut reference =
+            Trainer::single_device(one, sgd.init::<One, ResNet<One>>(), &FlexDevice)
+                .with_lr(lr)
+                .starting_at(10);
+        // Buckets of 3000 bytes: several per step.
+        let mut trainer = Trainer::sharded(many, sgd.init::<Ad, ResNet<Ad>>(), &mesh, 3000)
+            .with_lr(lr)
+            .starting_at(10);
+        if !early {
+            trainer = trainer.without_early_buckets();
+        }
+        for step in 0..4 {
+            let want = reference
+                .step(|m| {
+                    let x = images::<One>(7, 8, step, &FlexDevice);
+                    Ok(step_loss(m, x, labels::<One>(7, step, &FlexDevice)))
+                })
+                .unwrap();
+            let got = trainer
+                .step(|m| {
+                    let x = shard(images::<Ad>(7, 8, step, &mesh), 0).unwrap();
+                    let y = shard_int(labels::<Ad>(7, step, &mesh), 0).unwrap();
+                    Ok(step_loss(m, x, y))
+                })
+                .unwrap();
+            assert_eq!((got.step, want.step), (11 + step, 11 + step));
+            assert_eq!(got.lr, lr(10 + step));
+            assert!(
+                (got.loss - want.loss).abs() <= 1e-5 * want.loss.abs().max(1.0),
+                "step {step}: loss {} on the mesh, {} on one device",
+                got.loss,
+                want.loss
+            );
+            assert_eq!(want.gradient_collectives, 0);
+            assert!(got.gradient_collectives >= 2, "{got:?}");
+            assert_eq!(got.early_gradient_collectives > 0, early, "{got:?}");
+            assert_eq!(got.counts.total_fallbacks(), 0);
+        }
+        assert_eq!(trainer.steps_done(), 14);
+        let worst = largest_difference(&params(trainer.model()), &params(reference.model()));
+        assert!(worst <= 1e-5, "early {early}: parameters differ by {worst}");
+    }
+}
+
+/// A loss that fails leaves the trainer as it was: the same model, no step counted.
+#[test]
+fn a_failed_loss_leaves_the_trainer_as_it_was() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let (_, many) = same_model(&ResNetConfig::tiny(10), &mesh);
+    let before = params(&many);
+    let mut trainer =
+        Trainer::sharded(many, SgdConfig::new().init::<Ad, ResNet<Ad>>(), &mesh, 3000);
+    let failed = trainer.step(|_| Err(firemesh::Error::Invalid("no batch".into())));
+    assert!(matches!(failed, Err(firemesh::Error::Invalid(ref m)) if m == "no batch"));
+    assert_eq!(trainer.steps_done(), 0);
+    assert_eq!(params(trainer.model()), before);
 }
 
 fn params<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {

@@ -1,0 +1,131 @@
+//! The zoo's models by name, with the facts that go with each: how it is built, which optimizer
+//! trains it by default, how long its sequences may be, what its throughput counts.
+
+use crate::{NetConfig, ZooError};
+use firemesh_gpt::GptConfig;
+use firemesh_resnet::{ResNetConfig, StemKind};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The reference models, by the name the command line gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelName {
+    /// A 3-stage, 8-wide CIFAR ResNet that trains in seconds on a CPU.
+    ResnetTiny,
+    Resnet18,
+    Resnet34,
+    Resnet50,
+    Resnet101,
+    Resnet152,
+    /// 2 layers, 2 heads, width 32, context 16.
+    GptTiny,
+    /// GPT-2 small: 12 layers, 12 heads, width 768, context 1024.
+    Gpt2Small,
+}
+
+/// The optimizers the zoo's models train with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// SGD with momentum (and weight decay).
+    Sgd,
+    /// AdamW (decoupled weight decay).
+    Adamw,
+}
+
+impl ModelName {
+    pub fn is_gpt(self) -> bool {
+        matches!(self, Self::GptTiny | Self::Gpt2Small)
+    }
+
+    /// The depth of a standard ResNet (18 to 152); `None` for the tiny ResNet and the GPTs.
+    pub fn resnet_depth(self) -> Option<usize> {
+        match self {
+            Self::Resnet18 => Some(18),
+            Self::Resnet34 => Some(34),
+            Self::Resnet50 => Some(50),
+            Self::Resnet101 => Some(101),
+            Self::Resnet152 => Some(152),
+            Self::ResnetTiny | Self::GptTiny | Self::Gpt2Small => None,
+        }
+    }
+
+    /// The model for `classes` classes of `image_size`² images, or a vocabulary of `vocab`
+    /// tokens (ResNets take the ImageNet stem from 128 px, the CIFAR stem below).
+    pub fn config(
+        self,
+        classes: usize,
+        image_size: usize,
+        vocab: usize,
+    ) -> Result<NetConfig, ZooError> {
+        Ok(match self.net(classes, image_size)? {
+            NetConfig::Gpt(c) => NetConfig::Gpt(GptConfig {
+                vocab_size: vocab,
+                ..c
+            }),
+            resnet => resnet,
+        })
+    }
+
+    /// The model as published: a GPT with its own vocabulary (bytes for the tiny one, GPT-2's
+    /// 50,257 tokens for GPT-2 small).
+    pub fn net(self, classes: usize, image_size: usize) -> Result<NetConfig, ZooError> {
+        let stem = StemKind::for_image_size(image_size);
+        Ok(match (self, self.resnet_depth()) {
+            (_, Some(depth)) => {
+                NetConfig::ResNet(ResNetConfig::from_depth(depth, classes)?.with_stem(stem))
+            }
+            (Self::ResnetTiny, _) => NetConfig::ResNet(ResNetConfig::tiny(classes)),
+            (Self::GptTiny, _) => NetConfig::Gpt(GptConfig::tiny()),
+            _ => NetConfig::Gpt(GptConfig::gpt2_small()),
+        })
+    }
+
+    /// The name as the command line spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ResnetTiny => "resnet-tiny",
+            Self::Resnet18 => "resnet18",
+            Self::Resnet34 => "resnet34",
+            Self::Resnet50 => "resnet50",
+            Self::Resnet101 => "resnet101",
+            Self::Resnet152 => "resnet152",
+            Self::GptTiny => "gpt-tiny",
+            Self::Gpt2Small => "gpt2-small",
+        }
+    }
+}
+
+impl fmt::Display for ModelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl NetConfig {
+    /// The optimizer that trains this model unless asked otherwise: SGD with momentum for a
+    /// ResNet (as the ResNet papers), AdamW for a GPT (as GPT-2).
+    pub fn default_optimizer(&self) -> OptimizerKind {
+        match self {
+            Self::ResNet(_) => OptimizerKind::Sgd,
+            Self::Gpt(_) => OptimizerKind::Adamw,
+        }
+    }
+
+    /// The longest sequence a GPT takes; `None` for a ResNet.
+    pub fn context_length(&self) -> Option<usize> {
+        match self {
+            Self::ResNet(_) => None,
+            Self::Gpt(c) => Some(c.context_length),
+        }
+    }
+
+    /// What its throughput counts.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            Self::ResNet(_) => "images/s",
+            Self::Gpt(_) => "tokens/s",
+        }
+    }
+}
