@@ -9,7 +9,7 @@
 //!
 //! Layout: `ops/` implements Burn's backend traits, one file per trait; each method runs
 //! through the executor (`exec/`) under the rule of its op family (`rules/`, one file per
-//! family; `table.rs` maps every method to its family). `redistribute.rs` changes placements,
+//! family, named where each method is declared). `redistribute.rs` changes placements,
 //! through `route.rs`, the one route for sums and gathers across ranks.
 
 mod api;
@@ -28,7 +28,6 @@ mod redistribute;
 mod route;
 mod rules;
 pub mod stats;
-pub mod table;
 mod tensor;
 
 pub use api::*;

@@ -1,7 +1,7 @@
 //! The backend traits of `Sharded<B>`, one file per trait. Every method is forwarded to the
 //! inner backend (none inherits a trait default, which could differ from the inner backend's
 //! override) through the one executor, `crate::exec::run`, under the rule of its op family
-//! (`crate::rules`; `crate::table` lists every method's family).
+//! (`crate::rules`; `tests/backend/table.rs` derives every method's family from these files).
 
 /// Methods whose tensor operands come first and whose other arguments follow (after the `;`),
 /// all under one rule: each runs the inner backend's method of the same name on every rank.

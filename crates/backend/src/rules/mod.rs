@@ -2,7 +2,7 @@
 //! what its operands are ([`Meta`]: placement, global shape, block sizes) and the op's
 //! arguments, and returns a [`Plan`]: what each operand must become, the placement of the
 //! result, and whether the op fell back to running replicated. It moves no data; the executor
-//! (the executor, `exec/`) applies the plan. `crate::table` lists the family of every method.
+//! (the executor, `exec/`) applies the plan. `tests/backend/table.rs` derives the family of every method from `ops/`.
 
 pub(crate) mod along;
 pub(crate) mod conv;
