@@ -163,28 +163,30 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
     }
     let ranks = mesh.len();
     let empty = empty_ranks(&metas, ranks);
-    let outs: Vec<Option<O::Local>> = inputs
-        .split(ranks)
-        .into_iter()
-        .enumerate()
-        .map(|(index, issued)| {
-            let local = I::resolve(issued);
-            if empty[index] {
-                return None;
-            }
-            let rank = Rank {
-                index,
-                out: plan.out,
-                inputs: &metas,
-            };
-            let _span = rank_span(op, index);
-            Some(body(&rank, local))
-        })
-        .collect();
-    let outs = if empty.contains(&true) {
-        fill_empty::<B, O>(outs, &mesh, plan.out)
-    } else {
-        outs.into_iter().flatten().collect()
+    let run = |index: usize, local: I::Local| {
+        let rank = Rank {
+            index,
+            out: plan.out,
+            inputs: &metas,
+        };
+        let _span = rank_span(op, index);
+        body(&rank, local)
+    };
+    let split = inputs.split(ranks).into_iter().enumerate();
+    let outs = match empty {
+        // Every rank runs the op: its results as they come.
+        None => split
+            .map(|(index, issued)| run(index, I::resolve(issued)))
+            .collect(),
+        Some(empty) => {
+            let outs = split
+                .map(|(index, issued)| {
+                    let local = I::resolve(issued);
+                    (!empty[index]).then(|| run(index, local))
+                })
+                .collect();
+            fill_empty::<B, O>(outs, &mesh, plan.out)
+        }
     };
     O::assemble(outs, &mesh, plan.out)
 }
@@ -255,26 +257,27 @@ fn rank_span(op: &'static str, rank: usize) -> tracing::span::EnteredSpan {
     tracing::trace_span!(target: "firemesh::rank", "op", op, rank).entered()
 }
 
-/// The ranks whose block of some sharded operand is empty: they skip the op. Not when an
+/// The ranks whose block of some sharded operand is empty, `None` when there are none: they skip
+/// the op. Not when an
 /// operand is `Partial` (a rank's addend may hold the whole value, as rank 0's does after
 /// `Want::Partial`), nor when every rank's block is empty (the whole tensor is; every rank runs
 /// the op, as one device would).
-fn empty_ranks(metas: &[Meta], ranks: usize) -> Vec<bool> {
-    let mut empty = vec![false; ranks];
+fn empty_ranks(metas: &[Meta], ranks: usize) -> Option<Vec<bool>> {
     if metas.iter().any(|m| m.placement == Placement::Partial) {
-        return empty;
+        return None;
     }
+    let mut empty: Option<Vec<bool>> = None;
     for m in metas {
         if let (Placement::Shard(_), Some(blocks)) = (m.placement, &m.blocks) {
-            for (e, b) in empty.iter_mut().zip(blocks) {
-                *e |= *b == 0;
+            if blocks.contains(&0) {
+                let e = empty.get_or_insert_with(|| vec![false; ranks]);
+                for (e, b) in e.iter_mut().zip(blocks) {
+                    *e |= *b == 0;
+                }
             }
         }
     }
-    if empty.iter().all(|e| *e) {
-        empty.fill(false);
-    }
-    empty
+    empty.filter(|e| !e.iter().all(|x| *x))
 }
 
 /// The results of the ranks that skipped the op, made from a rank that ran it.
