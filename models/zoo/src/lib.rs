@@ -45,6 +45,9 @@ pub enum ZooError {
     ResNet(#[from] ResNetError),
     #[error(transparent)]
     Gpt(#[from] GptError),
+    /// A model the simulator has no shape for.
+    #[error(transparent)]
+    Shape(#[from] firemesh_simulate::SimulateError),
     #[error("a {model} takes {takes}, not {got}")]
     WrongBatch {
         model: &'static str,

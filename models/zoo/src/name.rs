@@ -4,6 +4,7 @@
 use crate::{NetConfig, ZooError};
 use firemesh_gpt::GptConfig;
 use firemesh_resnet::{ResNetConfig, StemKind};
+use firemesh_simulate::{SimulateError, Workload};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -80,6 +81,34 @@ impl ModelName {
             (Self::GptTiny, _) => NetConfig::Gpt(GptConfig::tiny()),
             _ => NetConfig::Gpt(GptConfig::gpt2_small()),
         })
+    }
+
+    /// The model's layer shapes for the scaling simulator, on `image_size`² images of `classes`
+    /// classes (a ResNet) or over its full context (a GPT, with its own vocabulary), and the
+    /// samples of one step on one GPU in the published runs it is compared with: 256 images, or
+    /// 8 sequences.
+    pub fn workload(
+        self,
+        classes: usize,
+        image_size: usize,
+    ) -> Result<(Workload, usize), ZooError> {
+        Ok(
+            match (self.net(classes, image_size)?, self.resnet_depth()) {
+                (NetConfig::ResNet(_), Some(depth)) => {
+                    (firemesh_simulate::resnet(depth, image_size, classes)?, 256)
+                }
+                (NetConfig::ResNet(_), None) => {
+                    return Err(SimulateError::Invalid(format!(
+                        "{self} has no published shape here; use resnet18 .. resnet152 or a GPT"
+                    ))
+                    .into())
+                }
+                (NetConfig::Gpt(c), _) => (
+                    firemesh_simulate::gpt(c.n_layers, c.d_model, c.vocab_size, c.context_length)?,
+                    8 * c.context_length,
+                ),
+            },
+        )
     }
 
     /// The name as the command line spells it.

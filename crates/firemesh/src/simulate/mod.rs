@@ -9,10 +9,9 @@ pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, F
 use crate::train::ModelName;
 use crate::{Error, Result};
 use firemesh_simulate::{
-    gpt, resnet, Gpu, HostModel, Link, Prediction, Published, Scenario, Schedule, StepProfile,
-    Topology, Workload,
+    Gpu, HostModel, Link, Prediction, Published, Scenario, Schedule, StepProfile, Topology,
+    Workload,
 };
-use firemesh_zoo::NetConfig;
 use std::path::PathBuf;
 
 /// The options of `firemesh simulate`.
@@ -212,24 +211,16 @@ fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
         return Ok((p, format!("profile {}", path.display()), None, None));
     }
     let invalid = |e: firemesh_simulate::SimulateError| Error::Invalid(e.to_string());
-    // The model's own shape: a ResNet of its depth, a GPT of its config.
-    let net = o.model.net(o.classes, o.image_size)?;
-    let (workload, samples) = match (&net, o.model.resnet_depth()) {
-        (NetConfig::ResNet(_), Some(depth)) => {
-            (resnet(depth, o.image_size, o.classes).map_err(invalid)?, 256)
-        }
-        (NetConfig::ResNet(_), None) => {
-            return Err(Error::Invalid(format!(
-                "simulate: {} has no published shape here; use resnet18 .. resnet152, a GPT, or --profile",
-                o.model
-            )))
-        }
-        (NetConfig::Gpt(c), _) => (
-            gpt(c.n_layers, c.d_model, c.vocab_size, c.context_length).map_err(invalid)?,
-            8 * c.context_length,
-        ),
-    };
-    let context = net.context_length().unwrap_or(1);
+    // The model's own shape, from the zoo.
+    let (workload, samples) = o
+        .model
+        .workload(o.classes, o.image_size)
+        .map_err(|e| Error::Invalid(format!("simulate: {e} (or give --profile)")))?;
+    let context = o
+        .model
+        .net(o.classes, o.image_size)?
+        .context_length()
+        .unwrap_or(1);
     let published_shape =
         o.model == ModelName::Resnet50 && o.image_size == 224 && o.classes == 1000;
     let published = published_shape
