@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod early_buckets;
 mod empty_blocks;
 mod errors;
 mod gradients;

@@ -1,0 +1,45 @@
+//! Early gradient buckets are the state of whoever arms them on a mesh: a backward pass on that
+//! mesh sums its parameter gradients into the buckets armed there, and into no others; disarming
+//! arms again what was armed before.
+
+use crate::common::{rand, Dev, SAd};
+use burn::tensor::module::linear;
+use burn::tensor::Tensor;
+use firemesh_backend::buckets::EarlyBuckets;
+use firemesh_backend::{shard, Mesh};
+
+/// A linear layer's backward pass on `mesh`, its batch sharded: two parameter gradients, each
+/// `Partial` (with buckets of 1 byte, one early bucket each).
+fn backward(mesh: &Mesh<Dev>) {
+    let (x, w, b) = (rand([18, 3], 1), rand([3, 2], 2), rand([2], 3));
+    let w = Tensor::<SAd, 2>::from_data(w.to_data(), mesh).require_grad();
+    let b = Tensor::<SAd, 1>::from_data(b.to_data(), mesh).require_grad();
+    let x = shard(Tensor::<SAd, 2>::from_data(x.to_data(), mesh), 0).expect("18 rows");
+    let _ = linear(x, w, Some(b)).tanh().sum().backward();
+}
+
+#[test]
+fn early_buckets_sum_for_whoever_armed_them_on_the_mesh() {
+    // Meshes of 9 and 10 ranks: no other test arms or runs on them.
+    let mesh = Mesh::replicate(Dev::default(), 9).expect("mesh");
+    let other = Mesh::replicate(Dev::default(), 10).expect("mesh");
+    let (outer, inner) = (EarlyBuckets::new(1), EarlyBuckets::new(1));
+    let summed = || (outer.close(), inner.close());
+    backward(&mesh);
+    assert_eq!(summed(), (0, 0), "nothing armed");
+    let armed = outer.arm(&mesh);
+    backward(&mesh);
+    assert_eq!(summed(), (2, 0), "armed");
+    {
+        let _inner = inner.arm(&mesh);
+        backward(&mesh);
+        assert_eq!(summed(), (0, 2), "the inner buckets, while they are armed");
+    }
+    backward(&mesh);
+    assert_eq!(summed(), (2, 0), "the outer buckets armed again");
+    backward(&other);
+    assert_eq!(summed(), (0, 0), "another mesh's backward pass");
+    drop(armed);
+    backward(&mesh);
+    assert_eq!(summed(), (0, 0), "disarmed");
+}
