@@ -59,6 +59,18 @@ fn data_parallel() {
 }
 
 #[test]
+fn trainer_on_a_mesh_follows_one_device() {
+    let out = run("trainer", "--ranks 3 --steps 60 --batch 48");
+    let worst: f64 = out
+        .lines()
+        .find_map(|l| l.split("largest loss difference over 60 steps: ").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a loss difference line");
+    assert!(worst < 1e-5, "the mesh's losses left one device's: {worst}");
+    assert!(out.contains("during the backward pass"), "{out}");
+}
+
+#[test]
 fn train_resnet() {
     let dir = scratch("resnet");
     let out = run(
