@@ -2,7 +2,8 @@
 //!
 //! Compared with the one-device program, three lines change (marked `firemesh:`): the backend
 //! type, the device (a mesh of ranks), and the batch, which is sharded over the ranks. The
-//! model, the loss, the optimizer and the loop are Burn's, unchanged. Weight gradients come out
+//! model (`Mlp`, an ordinary Burn module in `lib.rs`), the loss, the optimizer and
+//! the loop are Burn's, unchanged. Weight gradients come out
 //! of `backward()` as per-rank partial sums; the optimizer's update sums them across the ranks.
 //!
 //! ```text
@@ -11,35 +12,13 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
-use burn::prelude::*;
-use burn::tensor::activation::relu;
 use burn_flex::FlexDevice;
 use clap::Parser;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
-use firemesh_examples::Spirals;
+use firemesh_examples::{Mlp, Spirals};
 
 type B = Autodiff<Sharded<Flex>>; // firemesh: was Autodiff<Flex>
-
-#[derive(Module, Debug)]
-struct Mlp<B: Backend> {
-    hidden: Linear<B>,
-    out: Linear<B>,
-}
-
-impl<B: Backend> Mlp<B> {
-    fn new(classes: usize, device: &B::Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(2, 64).init(device),
-            out: LinearConfig::new(64, classes).init(device),
-        }
-    }
-
-    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
-        self.out.forward(relu(self.hidden.forward(x)))
-    }
-}
 
 #[derive(Parser)]
 struct Args {

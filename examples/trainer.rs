@@ -11,42 +11,17 @@
 //! ```
 
 use burn::backend::{Autodiff, Flex};
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{Linear, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
-use burn::tensor::activation::relu;
 use burn_flex::FlexDevice;
 use clap::Parser;
 use firemesh::Trainer;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
-use firemesh_examples::Spirals;
+use firemesh_examples::{Mlp, Spirals};
 
 type OnMesh = Autodiff<Sharded<Flex>>;
 type OnOne = Autodiff<Flex>;
-
-#[derive(Module, Debug)]
-struct Mlp<B: Backend> {
-    hidden: Linear<B>,
-    out: Linear<B>,
-}
-
-impl<B: Backend> Mlp<B> {
-    fn new(classes: usize, device: &B::Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(2, 64).init(device),
-            out: LinearConfig::new(64, classes).init(device),
-        }
-    }
-
-    fn loss(&self, x: Tensor<B, 2>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
-        let logits = self.out.forward(relu(self.hidden.forward(x)));
-        CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits, y)
-    }
-}
 
 #[derive(Parser)]
 struct Args {

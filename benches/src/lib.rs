@@ -178,6 +178,22 @@ pub fn init_params<B: burn::tensor::backend::Backend, M: burn::module::Module<B>
     module.visit(&mut Touch);
 }
 
+/// Burn's plain SGD over a ResNet, as the step benchmarks train it.
+pub type ResNetSgd<B> = burn::optim::adaptor::OptimizerAdaptor<
+    burn::optim::Sgd<<B as burn::tensor::backend::AutodiffBackend>::InnerBackend>,
+    firemesh_resnet::ResNet<B>,
+    B,
+>;
+
+/// A fresh [`ResNetSgd`].
+pub fn resnet_sgd<B>() -> ResNetSgd<B>
+where
+    B: burn::tensor::backend::AutodiffBackend,
+    firemesh_resnet::ResNet<B>: burn::module::AutodiffModule<B>,
+{
+    burn::optim::SgdConfig::new().init::<B, firemesh_resnet::ResNet<B>>()
+}
+
 /// A ResNet's cross-entropy loss on a batch of images and labels.
 pub fn resnet_loss<B: burn::tensor::backend::Backend>(
     model: &firemesh_resnet::ResNet<B>,

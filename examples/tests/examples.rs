@@ -47,25 +47,25 @@ fn run(name: &str, args: &str) -> String {
     stdout
 }
 
+/// The number that follows `label` on a line of `out` (a trailing `%` dropped).
+fn number_after(out: &str, label: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.split(label).nth(1))
+        .and_then(|v| v.trim().trim_end_matches('%').parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{out}"))
+}
+
 #[test]
 fn data_parallel() {
     let out = run("data_parallel", "--ranks 3 --steps 150 --batch 48");
-    let accuracy: f64 = out
-        .lines()
-        .find_map(|l| l.split("accuracy on 3 ranks: ").nth(1))
-        .and_then(|v| v.trim_end_matches('%').parse().ok())
-        .expect("an accuracy line");
+    let accuracy = number_after(&out, "accuracy on 3 ranks: ");
     assert!(accuracy > 60.0, "3 spiral arms, chance is 33%: {accuracy}%");
 }
 
 #[test]
 fn trainer_on_a_mesh_follows_one_device() {
     let out = run("trainer", "--ranks 3 --steps 60 --batch 48");
-    let worst: f64 = out
-        .lines()
-        .find_map(|l| l.split("largest loss difference over 60 steps: ").nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("a loss difference line");
+    let worst = number_after(&out, "largest loss difference over 60 steps: ");
     assert!(worst < 1e-5, "the mesh's losses left one device's: {worst}");
     assert!(out.contains("during the backward pass"), "{out}");
 }

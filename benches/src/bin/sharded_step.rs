@@ -6,15 +6,13 @@
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
-use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Sgd, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::Parser;
 use firemesh::backend::buckets::DEFAULT_BUCKET_BYTES;
 use firemesh::Trainer;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
-use firemesh_benches::{median, resnet_loss, step_rows};
+use firemesh_benches::{median, resnet_loss, resnet_sgd, step_rows, ResNetSgd};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use std::time::Instant;
 
@@ -47,12 +45,10 @@ trait Setup {
     fn step(&mut self, images: &TensorData, labels: &TensorData) -> f32;
 }
 
-type SgdOf<B> = OptimizerAdaptor<Sgd<<B as AutodiffBackend>::InnerBackend>, ResNet<B>, B>;
-
 struct Run<B: AutodiffBackend> {
     name: String,
     device: B::Device,
-    trainer: Trainer<B, ResNet<B>, SgdOf<B>>,
+    trainer: Trainer<B, ResNet<B>, ResNetSgd<B>>,
     place: fn(Tensor<B, 4>, Tensor<B, 1, Int>) -> Batch<B>,
 }
 
@@ -76,7 +72,7 @@ where
 }
 
 /// A tiny ResNet, the same weights in every setup, and its SGD.
-fn model<B: AutodiffBackend>(device: &B::Device) -> (ResNet<B>, SgdOf<B>)
+fn model<B: AutodiffBackend>(device: &B::Device) -> (ResNet<B>, ResNetSgd<B>)
 where
     ResNet<B>: AutodiffModule<B>,
 {
@@ -86,7 +82,7 @@ where
         .expect("valid config");
     // Parameters initialize lazily; draw them now, so every setup starts from the same weights.
     firemesh_benches::init_params(&model);
-    (model, SgdConfig::new().init::<B, ResNet<B>>())
+    (model, resnet_sgd())
 }
 
 fn single(name: &str) -> Box<dyn Setup> {

@@ -19,8 +19,6 @@
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{Sgd, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_flex::{Flex, FlexDevice};
@@ -33,7 +31,7 @@ use firemesh::collective::{ReduceOp, TensorCollectives};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
 use firemesh::simulate::per_op_seconds;
 use firemesh::Trainer;
-use firemesh_benches::{median, resnet_loss, write_results};
+use firemesh_benches::{median, resnet_loss, resnet_sgd, write_results, ResNetSgd};
 use firemesh_resnet::{ResNet, ResNetConfig};
 use firemesh_simulate::validate::{
     bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
@@ -94,20 +92,12 @@ struct Counted {
 
 /// One training setup stepped in turns with another, so that machine noise hits both alike.
 struct Setup<B: AutodiffBackend, P> {
-    trainer: Trainer<B, ResNet<B>, OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>>,
+    trainer: Trainer<B, ResNet<B>, ResNetSgd<B>>,
     /// Synced at the end of each step, so that a queueing runtime's work counts.
     device: B::Device,
     place: P,
     times: Vec<f64>,
     counted: Counted,
-}
-
-/// Plain SGD at 0.05, as every setup trains.
-fn sgd<B: AutodiffBackend>() -> OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>
-where
-    ResNet<B>: AutodiffModule<B>,
-{
-    SgdConfig::new().init::<B, ResNet<B>>()
 }
 
 impl<B, P> Setup<B, P>
@@ -116,11 +106,7 @@ where
     ResNet<B>: AutodiffModule<B>,
     P: Fn(&TensorData, &TensorData) -> (Tensor<B, 4>, Tensor<B, 1, Int>),
 {
-    fn new(
-        trainer: Trainer<B, ResNet<B>, OptimizerAdaptor<Sgd<B::InnerBackend>, ResNet<B>, B>>,
-        device: B::Device,
-        place: P,
-    ) -> Self {
+    fn new(trainer: Trainer<B, ResNet<B>, ResNetSgd<B>>, device: B::Device, place: P) -> Self {
         Setup {
             trainer: trainer.with_lr(|_| 0.05),
             device,
@@ -144,10 +130,9 @@ where
         if keep {
             self.times.push(start.elapsed().as_secs_f64());
         }
-        let sums: u64 = report.counts.routes.values().sum();
         self.counted = Counted {
             ops: report.counts.ops,
-            sums: sums - report.gradient_collectives as u64,
+            sums: report.other_collectives(),
         };
     }
 }
@@ -252,7 +237,7 @@ fn validate<B: Backend>(
         mesh.set_parallel(false);
         let on_device = device.clone();
         let mut one = Setup::new(
-            Trainer::single_device(model::<Autodiff<B>>(&device), sgd(), &device),
+            Trainer::single_device(model::<Autodiff<B>>(&device), resnet_sgd(), &device),
             device.clone(),
             move |x: &TensorData, y: &TensorData| {
                 (
@@ -266,7 +251,7 @@ fn validate<B: Backend>(
         lone.set_parallel(false);
         let lone_model = model::<Autodiff<Sharded<B>>>(&lone);
         let mut rank = Setup::new(
-            Trainer::sharded(lone_model, sgd(), &lone, DEFAULT_BUCKET_BYTES)
+            Trainer::sharded(lone_model, resnet_sgd(), &lone, DEFAULT_BUCKET_BYTES)
                 .without_early_buckets(),
             lone.clone(),
             sharded_batch(lone.clone()),
@@ -275,7 +260,7 @@ fn validate<B: Backend>(
         let (grad_bytes, stat_bytes) = parameter_bytes(&m);
         // The ranks are issued in turn and the scenario is serial: buckets summed at the end.
         let mut many = Setup::new(
-            Trainer::sharded(m, sgd(), &mesh, DEFAULT_BUCKET_BYTES).without_early_buckets(),
+            Trainer::sharded(m, resnet_sgd(), &mesh, DEFAULT_BUCKET_BYTES).without_early_buckets(),
             mesh.clone(),
             sharded_batch(mesh.clone()),
         );

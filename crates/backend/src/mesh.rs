@@ -8,7 +8,7 @@ use burn_backend::{DeviceId, DeviceOps};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
@@ -152,12 +152,7 @@ impl<D: DeviceOps> Mesh<D> {
     /// Runs this mesh as `config` says, from now on (for every handle to it: meshes are shared
     /// by device list).
     pub fn configure(&self, config: &MeshConfig) {
-        *self
-            .inner
-            .lane_poll
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
-            config.lane_poll.unwrap_or(DEFAULT_POLL);
+        *locked(&self.inner.lane_poll) = config.lane_poll.unwrap_or(DEFAULT_POLL);
         self.inner
             .settle_before_comm
             .store(config.settle_before_comm, Ordering::Relaxed);
@@ -252,12 +247,7 @@ impl<D> Mesh<D> {
         let ranks = self.inner.devices.len();
         (self.parallel() && ranks > 1).then(|| {
             self.inner.lanes.get_or_init(|| {
-                let poll = *self
-                    .inner
-                    .lane_poll
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                Lanes::start(ranks, self.inner.index, poll)
+                Lanes::start(ranks, self.inner.index, *locked(&self.inner.lane_poll))
             })
         })
     }
@@ -289,29 +279,23 @@ impl<D> Mesh<D> {
         &self,
         buckets: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Option<Arc<dyn Any + Send + Sync>> {
-        let mut armed = self
-            .inner
-            .early_buckets
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        std::mem::replace(&mut armed, buckets)
+        std::mem::replace(&mut locked(&self.inner.early_buckets), buckets)
     }
 
     /// The early gradient buckets armed here, if any.
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        self.inner
-            .early_buckets
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        locked(&self.inner.early_buckets).clone()
     }
 
-    fn lock_streams(&self) -> std::sync::MutexGuard<'_, (u64, u64)> {
-        self.inner
-            .streams
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock_streams(&self) -> MutexGuard<'_, (u64, u64)> {
+        locked(&self.inner.streams)
     }
+}
+
+/// The value behind `m`, also after a thread panicked holding it (every value kept under a lock
+/// here is whole between statements).
+pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<D> Clone for Mesh<D> {

@@ -32,6 +32,9 @@ use std::any::Any;
 use std::sync::Arc;
 
 type Ad<B> = Autodiff<Sharded<B>>;
+type Grad<B> = ShardedTensor<B, FloatKind>;
+/// Puts a summed gradient back under its parameter (its rank `D` is known where it was taken).
+type PutBack<B> = Box<dyn FnOnce(&mut GradientsParams, Grad<B>)>;
 
 /// The largest gradient bucket `--bucket-mib` takes: 64 GiB.
 pub const MAX_BUCKET_MIB: f64 = 65_536.0;
@@ -46,9 +49,6 @@ pub fn bucket_bytes(mib: f64) -> crate::Result<usize> {
     }
     Ok(((mib * (1u64 << 20) as f64).round() as usize).max(1))
 }
-type Grad<B> = ShardedTensor<B, FloatKind>;
-/// Puts a summed gradient back under its parameter (its rank `D` is known where it was taken).
-type PutBack<B> = Box<dyn FnOnce(&mut GradientsParams, Grad<B>)>;
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks, in buckets of `bucket_bytes`
 /// filled in backward order (the reverse of the module's parameter order), after waiting for

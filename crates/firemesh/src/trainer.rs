@@ -75,6 +75,16 @@ pub struct StepReport {
     pub counts: stats::Counts,
 }
 
+impl StepReport {
+    /// The sums and gathers across ranks other than the gradient buckets' (BatchNorm
+    /// statistics of a sharded batch and their gradients, the loss read back): the step waits
+    /// for each.
+    pub fn other_collectives(&self) -> u64 {
+        let all: u64 = self.counts.routes.values().sum();
+        all - self.gradient_collectives as u64
+    }
+}
+
 impl<B, M, O> Trainer<Autodiff<Sharded<B>>, M, O>
 where
     B: Backend,
@@ -219,14 +229,9 @@ where
     pub fn steps_done(&self) -> usize {
         self.step
     }
-
-    /// The gradient bucket size, on a mesh.
-    pub fn bucket_bytes(&self) -> Option<usize> {
-        self.sums.as_ref().map(|s| s.bucket_bytes)
-    }
 }
 
 /// The seed of step `step`'s random draws: the run's seed and the step mixed.
-pub fn step_seed(seed: u64, step: usize) -> u64 {
+fn step_seed(seed: u64, step: usize) -> u64 {
     firemesh_rng::mix(seed, step as u64)
 }

@@ -22,7 +22,7 @@
 
 use super::{same_stream, sum_run, F};
 use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
-use crate::mesh::Mesh;
+use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, TensorMetadata};
@@ -32,7 +32,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// One training loop's early buckets: their size, the bucket still filling, and the buckets
@@ -78,10 +78,6 @@ impl EarlyBuckets {
         }
     }
 
-    pub fn bucket_bytes(&self) -> usize {
-        self.session.bucket_bytes
-    }
-
     /// Parameter gradients made on `mesh` join these buckets until the returned value drops
     /// (then the buckets armed there before, if any, are armed again).
     pub fn arm<D>(&self, mesh: &Mesh<D>) -> Armed<D> {
@@ -99,8 +95,8 @@ impl EarlyBuckets {
     /// is counted on the calling thread ([`stats::count`]), with the time it took and the time
     /// this thread waited for it.
     pub fn close(&self) -> usize {
-        lock(&self.session.open).take();
-        let in_flight = std::mem::take(&mut *lock(&self.session.in_flight));
+        locked(&self.session.open).take();
+        let in_flight = std::mem::take(&mut *locked(&self.session.in_flight));
         let start = Instant::now();
         let done: Vec<Summed> = in_flight
             .into_iter()
@@ -133,10 +129,6 @@ impl<D> Drop for Armed<D> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Gradients of one dtype and mesh waiting for their bucket to fill: clones, which share
 /// their sum with the gradients the backward pass keeps.
 struct Open<B: Backend> {
@@ -158,7 +150,7 @@ pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
         return g;
     };
     let full: Vec<Vec<F<B>>> = {
-        let mut o = lock(&session.open);
+        let mut o = locked(&session.open);
         if !o.as_ref().is_some_and(|b| b.is::<Open<B>>()) {
             *o = Some(Box::new(Open::<B> {
                 tensors: Vec::new(),
@@ -210,7 +202,7 @@ fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
         }
     };
     let done = on_comm_thread(job);
-    lock(&session.in_flight).push(done);
+    locked(&session.in_flight).push(done);
 }
 
 /// What the communication thread counted for one bucket (its `comm_nanos`: the time inside
@@ -228,9 +220,7 @@ fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
             stats::count(|| DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job))));
         let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
     });
-    queue
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    locked(queue)
         .send(counted)
         .expect("firemesh: the communication thread has stopped");
     result

@@ -245,8 +245,7 @@ fn timed_steps<A: AutodiffBackend>(
         m.losses.1 = loss;
         m.gradient_collectives = report.gradient_collectives;
         m.early_gradient_collectives = report.early_gradient_collectives;
-        m.other_collectives =
-            counts.routes.values().sum::<u64>() - report.gradient_collectives as u64;
+        m.other_collectives = report.other_collectives();
         m.fallbacks = counts.total_fallbacks();
         if i >= work.warmup {
             m.step_s.push(secs);

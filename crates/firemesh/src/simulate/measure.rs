@@ -74,7 +74,7 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
     let handoff_s = (host_seconds_per_op(2, true)? - one_rank).max(0.0);
     Ok(FiremeshStep {
         ops_per_step: step.counts.ops,
-        blocking_sums: step.counts.routes.values().sum::<u64>() - step.gradient_collectives as u64,
+        blocking_sums: step.other_collectives(),
         host_op_s_by_ranks,
         host_op_s,
         host_op_s_per_extra_rank,
