@@ -11,11 +11,11 @@ use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 use clap::Parser;
-use firemesh::train::TrainOptions;
+use firemesh_cli::train::TrainOptions;
 use std::process::ExitCode;
 
 /// The options of `firemesh train`, from the command line and its `--config` file.
-pub fn train_options() -> firemesh::Result<TrainOptions> {
+pub fn train_options() -> firemesh_cli::Result<TrainOptions> {
     #[derive(Parser)]
     struct Args {
         #[command(flatten)]
@@ -25,7 +25,7 @@ pub fn train_options() -> firemesh::Result<TrainOptions> {
 }
 
 /// The exit code of a run: failure after printing the error on one line.
-pub fn exit_code(result: firemesh::Result<()>) -> ExitCode {
+pub fn exit_code(result: firemesh_cli::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,7 +8,7 @@
 //! cargo run --release -p firemesh-examples --example train_gpt -- --model gpt2-small --data text:corpus.txt --tokenizer gpt2:gpt2-files --seq-len 256
 //! ```
 
-use firemesh::train::{self, DataSpec, ModelName, Record, TrainConfig};
+use firemesh_cli::train::{self, DataSpec, ModelName, Record, TrainConfig};
 use firemesh_examples::{exit_code, train_options};
 use std::process::ExitCode;
 
@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     exit_code(run())
 }
 
-fn run() -> firemesh::Result<()> {
+fn run() -> firemesh_cli::Result<()> {
     let mut options = train_options()?;
     options.model.get_or_insert(ModelName::GptTiny);
     let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");

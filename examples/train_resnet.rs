@@ -9,7 +9,7 @@
 //! cargo run --release -p firemesh-examples --example train_resnet -- --model resnet50 --data images:/data/imagenette --image-size 160
 //! ```
 
-use firemesh::train::{self, ModelName, Record, TrainConfig};
+use firemesh_cli::train::{self, ModelName, Record, TrainConfig};
 use firemesh_examples::{exit_code, train_options};
 use std::process::ExitCode;
 
@@ -17,12 +17,12 @@ fn main() -> ExitCode {
     exit_code(run())
 }
 
-fn run() -> firemesh::Result<()> {
+fn run() -> firemesh_cli::Result<()> {
     let mut options = train_options()?;
     options.model.get_or_insert(ModelName::Resnet18);
     let config = TrainConfig::resolve(options)?;
     if config.model.is_gpt() {
-        return Err(firemesh::Error::Invalid(
+        return Err(firemesh_cli::Error::Invalid(
             "this example trains ResNets; see train_gpt for the GPT".into(),
         ));
     }

@@ -48,7 +48,7 @@ build() {
     rm -rf "$BUNDLE/bin" && mkdir -p "$BUNDLE/bin" || return 1
     local staged=$BUNDLE/staged
     mkdir -p "$staged"
-    cargo build --release -p firemesh --bin firemesh || return 1
+    cargo build --release -p firemesh-cli --bin firemesh || return 1
     cp target/release/firemesh "$staged/firemesh"
     cp "$(test_binary firemesh-collective collective)" "$staged/collectives" || return 1
     cp "$(test_binary firemesh-backend backend)" "$staged/backend" || return 1

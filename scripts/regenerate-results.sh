@@ -22,7 +22,7 @@ done
 wants() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
 
 echo "== building at $commit"
-cargo build --release -p firemesh
+cargo build --release -p firemesh-cli
 wants allreduce && cargo build --release -p firemesh-benches --features burn-collective --bin allreduce
 cargo build -p firemesh-benches --bins
 

@@ -158,7 +158,7 @@ pub fn write_results(
     let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
     std::fs::write(format!("{dir}/{name}.json"), text)?;
     let (title, rest) = markdown.split_once('\n').unwrap_or((markdown, ""));
-    let commit = firemesh::bench::source_commit();
+    let commit = firemesh_cli::bench::source_commit();
     let stamped = format!("{title}\n\nMeasured at commit {commit}.\n{rest}");
     std::fs::write(format!("{dir}/{name}.md"), stamped)
 }

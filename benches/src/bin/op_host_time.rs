@@ -10,9 +10,9 @@ use burn::tensor::backend::Backend;
 use burn_flex::{Flex, FlexDevice};
 use burn_wgpu::Wgpu;
 use clap::Parser;
-use firemesh::simulate::{per_op_seconds, per_op_seconds_until};
 use firemesh_backend::{Mesh, Sharded};
 use firemesh_benches::write_results;
+use firemesh_cli::simulate::{per_op_seconds, per_op_seconds_until};
 use serde::Serialize;
 
 #[derive(Parser)]

@@ -29,9 +29,9 @@ use firemesh::backend::{shard, shard_int, Mesh, Sharded};
 use firemesh::collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
 use firemesh::collective::{ReduceOp, TensorCollectives};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
-use firemesh::simulate::per_op_seconds;
 use firemesh::Trainer;
 use firemesh_benches::{median, resnet_loss, resnet_sgd, write_results, ResNetSgd};
+use firemesh_cli::simulate::per_op_seconds;
 use firemesh_resnet::{ResNet, ResNetConfig};
 use firemesh_simulate::validate::{
     bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
@@ -463,7 +463,7 @@ fn main() {
     }
     print!("{md}");
     let json = Results {
-        commit: firemesh::bench::source_commit(),
+        commit: firemesh_cli::bench::source_commit(),
         published,
         ddp_buckets: ddp,
         meshes: rows,

@@ -1,5 +1,8 @@
-//! firemesh: multi-GPU data-parallel training for Burn. This crate re-exports the library API;
-//! the `firemesh` binary is the command-line entry point.
+//! firemesh: multi-GPU data-parallel training for Burn. The library: the `Sharded` backend and
+//! the collectives re-exported, [`Trainer`] (one training step for every loop), gradient
+//! buckets, meshes and their `RuntimeConfig`, checkpoints, the optimizer of the zoo's runs and
+//! the programs' allocator. The command line (`firemesh train`, `bench`, `simulate`, `demo`) is
+//! the `firemesh-cli` package, built on this API.
 
 pub use error::{Error, Result};
 pub use firemesh_backend as backend;
@@ -7,10 +10,9 @@ pub use firemesh_collective as collective;
 pub use trainer::{StepReport, Trainer};
 
 pub mod alloc;
-pub mod bench;
+pub mod checkpoint;
 mod error;
 pub mod grads;
 pub mod mesh;
-pub mod simulate;
-pub mod train;
+pub mod optim;
 pub mod trainer;

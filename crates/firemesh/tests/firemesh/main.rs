@@ -1,12 +1,5 @@
-//! The tests of the firemesh facade and CLI, in one binary.
+//! The tests of the firemesh library, in one binary. (The command line's are in crates/cli.)
 
 mod alloc;
-mod bad_input;
-mod bench;
-mod common;
-mod gpu_check;
-mod resume;
-mod simulate;
-mod sources;
+mod mesh;
 mod step;
-mod train_job;

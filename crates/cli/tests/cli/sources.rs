@@ -2,7 +2,7 @@
 //! the same options as the command line.
 
 use crate::common::{config, scratch, tiny, write_cifar, write_image_folder, write_text};
-use firemesh::train::{self, DataSpec, ModelName, Record, TrainOptions};
+use firemesh_cli::train::{self, DataSpec, ModelName, Record, TrainOptions};
 
 #[test]
 fn the_gpt_learns_a_text_file_and_samples_from_it() {

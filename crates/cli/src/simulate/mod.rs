@@ -296,7 +296,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
     if o.ports_per_node == Some(0) {
         return Err(Error::Invalid("--ports-per-node must be 1 or more".into()));
     }
-    let bucket_bytes = crate::grads::bucket_bytes(o.bucket_mib)?;
+    let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib)?;
     if !(o.straggler_cv.is_finite() && (0.0..1.0).contains(&o.straggler_cv)) {
         return Err(Error::Invalid(format!(
             "--straggler-cv {}: from 0 to below 1",

@@ -4,19 +4,20 @@
 //! exactly what the next step needs.
 
 use super::charts;
-use super::checkpoint::{Checkpoint, CheckpointDir, Header};
 use super::config::{Length, TrainConfig};
 use super::data::{RunData, Split};
 use super::gpu::{self, GpuMonitor};
 use super::metrics::{MetricsLog, Record, Summary};
-use super::optim::{AnyOptimizer, Schedule};
 use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
-use crate::{Error, Result, Trainer};
+use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use firemesh::checkpoint::{Checkpoint, CheckpointDir, Header};
+use firemesh::optim::{AnyOptimizer, Schedule};
+use firemesh::Trainer;
 use firemesh_backend::{from_shards, from_shards_int, Mesh, MeshBackend, Route, Sharded};
 use firemesh_gpt::Sampling;
 use firemesh_zoo::{Batch, EvalCounts, Net, NetConfig};
@@ -90,7 +91,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 check_resumable(&job, &ckpt.header, &path, ranks)?;
                 let record =
                     Recorder::<Ad<B>>::load(&Bytes::new(), ckpt.model, &mesh).map_err(|e| {
-                        Error::Checkpoint(format!(
+                        Error::checkpoint(format!(
                             "{}: the model does not load: {e}",
                             path.display()
                         ))
@@ -109,7 +110,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 );
             }
             None => {
-                return Err(Error::Checkpoint(format!(
+                return Err(Error::checkpoint(format!(
                     "--resume: no readable checkpoint in {}",
                     checkpoints.path().display()
                 )))
@@ -228,7 +229,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                     trainer.model().clone().into_record(),
                     (),
                 )
-                .map_err(|e| Error::Checkpoint(format!("cannot serialize the model: {e}")))?,
+                .map_err(|e| Error::checkpoint(format!("cannot serialize the model: {e}")))?,
                 optimizer: trainer.optimizer().to_bytes()?,
             };
             let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
@@ -307,7 +308,7 @@ fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) 
     let c = &job.config;
     let fingerprint = job.net.fingerprint();
     if h.model != c.model || h.model_config != fingerprint {
-        return Err(Error::Checkpoint(format!(
+        return Err(Error::checkpoint(format!(
             "{} is a checkpoint of {} ({}), not of this run's {} ({fingerprint})",
             path.display(),
             h.model,
@@ -316,7 +317,7 @@ fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) 
         )));
     }
     if h.batch != c.batch || h.seed != c.seed || h.optimizer != c.optimizer {
-        return Err(Error::Checkpoint(format!(
+        return Err(Error::checkpoint(format!(
             "{} was written by a run with --batch {} --seed {} --optimizer {:?}; resume with the same",
             path.display(),
             h.batch,

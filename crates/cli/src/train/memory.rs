@@ -4,8 +4,8 @@
 //! aborted allocation.
 
 use super::config::TrainConfig;
-use crate::mesh::{available_host_bytes, DeviceMesh};
 use crate::{Error, Result};
+use firemesh::mesh::{available_host_bytes, DeviceMesh};
 use firemesh_resnet::{BlockKind, StemKind};
 use firemesh_zoo::NetConfig;
 

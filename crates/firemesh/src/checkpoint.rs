@@ -11,10 +11,10 @@
 //! any moment leaves either the old set of checkpoints or the new one; the CRC catches a file
 //! damaged later. The newest `keep` are kept.
 
-use super::config::{ModelName, OptimizerKind};
-use super::optim::Schedule;
+use crate::optim::{OptimizerKind, Schedule};
 use crate::{Error, Result};
 use firemesh_datasets::SamplerPosition;
+use firemesh_zoo::ModelName;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Write;

@@ -2,8 +2,8 @@
 //! folder holds the metrics, the summary, the charts and the checkpoints.
 
 use crate::common::{cli, config, scratch, tiny};
-use firemesh::mesh::{DeviceMesh, MeshKind};
-use firemesh::train::{self, Record, TrainOptions};
+use firemesh::mesh::MeshKind;
+use firemesh_cli::train::{self, Record, TrainOptions};
 use std::path::Path;
 
 fn lines(path: &Path) -> Vec<Record> {
@@ -106,47 +106,6 @@ fn a_batch_of_any_size_splits_over_the_ranks() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `auto` falls back to a CPU mesh and says why when CUDA cannot run kernels; an explicit
-/// `cuda` mesh is an error with the same reason; zero ranks, or more than a CPU mesh has, is
-/// an error.
-#[test]
-fn mesh_discovery_explains_its_choice() {
-    match firemesh_collective::probe::usable_cuda_devices() {
-        Ok(gpus) => {
-            match DeviceMesh::discover(MeshKind::Auto, None, false).unwrap() {
-                DeviceMesh::Cuda(d) => assert_eq!(d.len(), gpus.len()),
-                other => panic!("GPUs present but auto chose {}", other.describe()),
-            }
-            let more = Some(gpus.len() + 1);
-            assert!(DeviceMesh::discover(MeshKind::Cuda, more, false).is_err());
-            assert!(DeviceMesh::discover(MeshKind::Cuda, more, true).is_ok());
-        }
-        Err(reason) => {
-            let auto = DeviceMesh::discover(MeshKind::Auto, None, false).unwrap();
-            assert!(matches!(auto, DeviceMesh::Cpu { ranks: 4, .. }));
-            assert!(
-                auto.describe().contains(&reason.to_string()),
-                "{}",
-                auto.describe()
-            );
-            let err = DeviceMesh::discover(MeshKind::Cuda, Some(2), false)
-                .err()
-                .unwrap();
-            assert!(
-                matches!(&err, firemesh::Error::Unavailable(why) if *why == reason),
-                "{err}"
-            );
-        }
-    }
-    let cpu = DeviceMesh::discover(MeshKind::Cpu, Some(3), false).unwrap();
-    assert_eq!(cpu.describe(), "a CPU mesh of 3 rank(s)");
-    assert!(DeviceMesh::discover(MeshKind::Cpu, Some(0), false).is_err());
-    let err = DeviceMesh::discover(MeshKind::Cpu, Some(65), false)
-        .err()
-        .unwrap();
-    assert!(err.to_string().contains("at most 64"), "{err}");
-}
-
 /// The same job on separate wgpu clients (lavapipe in CI): sums and gathers across the clients
 /// run on our CubeCL group, none on the portable path, and no part crosses CubeCL streams.
 #[test]
@@ -198,7 +157,7 @@ fn the_job_trains_on_a_wgpu_mesh() {
 
 #[test]
 fn gpu_monitor_reads_nvml_or_says_once_why_not() {
-    use firemesh::train::{describe_gpus, GpuMonitor, GpuSample};
+    use firemesh_cli::train::{describe_gpus, GpuMonitor, GpuSample};
     let (monitor, note) = GpuMonitor::cuda([0, 0]);
     match note {
         // No NVIDIA driver here (CI): one note, and no samples.

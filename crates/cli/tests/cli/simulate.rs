@@ -3,8 +3,8 @@
 //! in one line.
 
 use crate::common::{cli, scratch};
-use firemesh::simulate::measure_firemesh_step;
-use firemesh::train::ModelName;
+use firemesh_cli::simulate::measure_firemesh_step;
+use firemesh_cli::train::ModelName;
 use serde_json::Value;
 
 fn stdout(o: &std::process::Output) -> String {

@@ -1,7 +1,8 @@
 //! The optimizer of a run (Burn's SGD with momentum or AdamW, behind one type so that the
 //! training loop is compiled once) and its learning-rate schedule.
 
-use super::config::{OptimizerKind, ScheduleKind};
+pub use firemesh_zoo::OptimizerKind;
+
 use crate::{Error, Result};
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
@@ -114,6 +115,16 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> Optimizer<M, B> for AnyOptimizer<
             (same, _) => same,
         }
     }
+}
+
+/// The learning rate's course after the warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleKind {
+    /// Linear warm-up, then a cosine decay to zero at the last step.
+    Cosine,
+    /// Linear warm-up, then constant.
+    Constant,
 }
 
 /// The learning rate at each step: linear warm-up from `peak / warmup` to `peak` over the

@@ -281,8 +281,8 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
     let steps: Vec<usize> = std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
-        .filter_map(|l| serde_json::from_str::<firemesh::train::Record>(l).ok())
-        .filter(|r| matches!(r, firemesh::train::Record::Step { .. }))
+        .filter_map(|l| serde_json::from_str::<firemesh_cli::train::Record>(l).ok())
+        .filter(|r| matches!(r, firemesh_cli::train::Record::Step { .. }))
         .map(|r| r.step())
         .collect();
     assert_eq!(steps, (1..=STEPS).collect::<Vec<_>>());

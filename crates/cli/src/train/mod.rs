@@ -7,25 +7,23 @@
 //! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
 
 pub(crate) mod charts;
-mod checkpoint;
 pub mod config;
 mod data;
 mod gpu;
 mod memory;
 mod metrics;
-pub(crate) mod optim;
 mod pipeline;
 mod progress;
 mod run;
 
 pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
+pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use metrics::{Record, Summary};
-pub use optim::Schedule;
 pub use run::route_name;
 
-use crate::mesh::{DeviceMesh, RuntimeConfig};
 use crate::{Error, Result};
+use firemesh::mesh::{DeviceMesh, RuntimeConfig};
 use std::path::{Path, PathBuf};
 
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
@@ -122,7 +120,11 @@ fn run_dir(config: &TrainConfig) -> Result<PathBuf> {
             .iter()
             .any(|f| dir.join(f).exists())
     };
-    let has_checkpoints = |dir: &Path| !checkpoint::CheckpointDir::new(dir).list().is_empty();
+    let has_checkpoints = |dir: &Path| {
+        !firemesh::checkpoint::CheckpointDir::new(dir)
+            .list()
+            .is_empty()
+    };
     let dir = match (&config.run_dir, config.resume) {
         (Some(dir), false) if holds_run(dir) => {
             return Err(Error::Invalid(format!(

@@ -3,12 +3,13 @@
 //! `Autodiff<B>` on one device.
 
 use super::{BenchOptions, Sizes};
-use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
-use crate::{Error, Result, Trainer};
+use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use firemesh::optim::AnyOptimizer;
+use firemesh::Trainer;
 use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
 use firemesh_zoo::{Batch, Net, NetConfig};
 use std::time::Instant;
@@ -69,7 +70,7 @@ impl Work {
             per_rank,
             image_size: sizes.image_size,
             seq_len,
-            bucket_bytes: crate::grads::bucket_bytes(o.bucket_mib)?,
+            bucket_bytes: firemesh::grads::bucket_bytes(o.bucket_mib)?,
             warmup: o.warmup,
             steps: o.steps,
         })

@@ -1,12 +1,13 @@
 //! firemesh's own step, counted and timed on a CPU mesh: the simulator's inputs for
 //! `firemesh simulate --firemesh`.
 
-use crate::train::optim::AnyOptimizer;
 use crate::train::ModelName;
-use crate::{Result, Trainer};
+use crate::Result;
 use burn::backend::Autodiff;
 use burn::prelude::*;
 use burn_flex::{Flex, FlexDevice};
+use firemesh::optim::AnyOptimizer;
+use firemesh::Trainer;
 use firemesh_backend::buckets::DEFAULT_BUCKET_BYTES;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
 use firemesh_zoo::Batch;

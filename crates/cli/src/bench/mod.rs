@@ -15,12 +15,12 @@ mod step;
 
 pub use report::{source_commit, BenchReport, Row, Setup};
 
-use crate::mesh::{RuntimeConfig, MAX_WGPU_RANKS};
 use crate::train::ModelName;
 use crate::{Error, Result};
 use burn::tensor::backend::Backend;
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::WgpuRuntime;
+use firemesh::mesh::{RuntimeConfig, MAX_WGPU_RANKS};
 use firemesh_backend::{Mesh, MeshConfig};
 use firemesh_collective::probe;
 use firemesh_collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
@@ -145,7 +145,7 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
                     work,
                     options,
                     &mut out,
-                    |n| runtime.cpu_mesh(n),
+                    |n| Ok(runtime.cpu_mesh(n)?),
                     |_| None,
                 )?,
                 Runtime::Wgpu => measure::<burn_wgpu::Wgpu>(
@@ -153,7 +153,7 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
                     work,
                     options,
                     &mut out,
-                    |n| runtime.wgpu_mesh(&wgpu_devices(n)?),
+                    |n| Ok(runtime.wgpu_mesh(&wgpu_devices(n)?)?),
                     device_bytes::<WgpuRuntime>,
                 )?,
                 Runtime::Cuda => measure::<burn_cuda::Cuda>(
@@ -161,7 +161,7 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
                     work,
                     options,
                     &mut out,
-                    |n| runtime.cuda_mesh(&cuda_ranks(n)?),
+                    |n| Ok(runtime.cuda_mesh(&cuda_ranks(n)?)?),
                     device_bytes::<CudaRuntime>,
                 )?,
             }
@@ -197,7 +197,7 @@ fn check(o: &BenchOptions) -> Result<()> {
     if o.seq_len.is_some_and(|s| s < 2) {
         return bad("--seq-len must be at least 2 tokens".into());
     }
-    crate::grads::bucket_bytes(o.bucket_mib)?;
+    firemesh::grads::bucket_bytes(o.bucket_mib)?;
     Ok(())
 }
 

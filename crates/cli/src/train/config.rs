@@ -2,13 +2,14 @@
 //! TOML file takes the same keys, and the command line overrides it. [`TrainConfig`] is the
 //! checked result, with every default filled in.
 
-use crate::mesh::MeshKind;
 use crate::{Error, Result};
+use firemesh::mesh::MeshKind;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+pub use firemesh::optim::ScheduleKind;
 pub use firemesh_zoo::{ModelName, OptimizerKind};
 
 /// Where the training data comes from: `synthetic`, `cifar10:DIR` (the binary version),
@@ -115,15 +116,6 @@ impl From<TokenizerSpec> for String {
             TokenizerSpec::Gpt2(dir) => format!("gpt2:{}", dir.display()),
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum ScheduleKind {
-    /// Linear warm-up, then a cosine decay to zero at the last step.
-    Cosine,
-    /// Linear warm-up, then constant.
-    Constant,
 }
 
 /// The options of `firemesh train`, each optional: unset ones come from `--config FILE.toml`
@@ -386,7 +378,7 @@ impl TrainConfig {
         if o.seq_len == Some(0) || o.seq_len == Some(1) {
             return Err(invalid("--seq-len must be at least 2"));
         }
-        let bucket_bytes = crate::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
+        let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
         Ok(Self {
             model,
             data,

@@ -1,7 +1,7 @@
 //! Helpers: tiny training options, scratch folders, the CLI binary, data files.
 
 use firemesh::mesh::MeshKind;
-use firemesh::train::{ModelName, TrainConfig, TrainOptions};
+use firemesh_cli::train::{ModelName, TrainConfig, TrainOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

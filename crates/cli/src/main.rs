@@ -5,8 +5,8 @@ use clap::{Parser, Subcommand};
 use firemesh::backend::MeshConfig;
 use firemesh::collective::Transfer;
 use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
-use firemesh::train::{TrainConfig, TrainOptions};
-use firemesh::{Error, Result};
+use firemesh_cli::train::{TrainConfig, TrainOptions};
+use firemesh_cli::{Error, Result};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
 
@@ -96,13 +96,13 @@ enum Command {
     /// measured one-device step.
     Simulate {
         #[command(flatten)]
-        options: firemesh::simulate::SimulateOptions,
+        options: firemesh_cli::simulate::SimulateOptions,
     },
     /// Measure training throughput of the zoo's models on N ranks of every runtime present,
     /// against the peers, with scaling efficiency and communication share.
     Bench {
         #[command(flatten)]
-        options: firemesh::bench::BenchOptions,
+        options: firemesh_cli::bench::BenchOptions,
         #[command(flatten)]
         runtime: RuntimeOptions,
     },
@@ -156,9 +156,9 @@ fn main() {
         Command::Train {
             options, runtime, ..
         } => train(options, &runtime.config()),
-        Command::Simulate { options } => firemesh::simulate::run(&options).map(|_| ()),
+        Command::Simulate { options } => firemesh_cli::simulate::run(&options).map(|_| ()),
         Command::Bench { options, runtime } => {
-            firemesh::bench::run(&options, &runtime.config()).map(|_| ())
+            firemesh_cli::bench::run(&options, &runtime.config()).map(|_| ())
         }
         Command::Demo {
             mesh,
@@ -211,7 +211,7 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
 
 fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
-    let s = firemesh::train::run_with(&config, runtime)?;
+    let s = firemesh_cli::train::run_with(&config, runtime)?;
     if s.steps_this_run == 0 {
         println!(
             "the run in {} is already complete: {} steps, loss {:.4} -> {:.4}; nothing left to \

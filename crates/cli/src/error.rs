@@ -1,0 +1,109 @@
+//! The error of the command line: the library's, and what only the subcommands can fail at.
+
+use firemesh_backend::{MeshError, ShardError};
+use firemesh_collective::{CollectiveError, Unavailable};
+use firemesh_datasets::DatasetError;
+use firemesh_gpt::GptError;
+use firemesh_resnet::ResNetError;
+use firemesh_zoo::ZooError;
+use std::path::PathBuf;
+
+/// Why a firemesh job could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The library's error: meshes, training steps, checkpoints.
+    #[error(transparent)]
+    Firemesh(#[from] firemesh::Error),
+    /// A command-line or configuration value that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error(transparent)]
+    Model(#[from] ResNetError),
+    #[error(transparent)]
+    Gpt(#[from] GptError),
+    /// A file that cannot be written or read: which, and the operating system's error.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A value that cannot be encoded as JSON.
+    #[error("cannot encode {what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A peer (burn-train's own strategies) that could not be measured.
+    #[error("{peer} failed: {source}")]
+    Peer {
+        peer: String,
+        #[source]
+        source: firemesh_peers::PeerError,
+    },
+    /// A chart that cannot be drawn.
+    #[error("cannot draw {0}")]
+    Chart(String),
+    /// Training diverged.
+    #[error("the loss became {loss} at step {step}; stopped{}", match checkpoint {
+        Some(p) => format!(" (the last good checkpoint is {})", p.display()),
+        None => " (no checkpoint was written before it)".to_string(),
+    })]
+    NonFinite {
+        step: usize,
+        loss: f64,
+        checkpoint: Option<PathBuf>,
+    },
+    /// A self-check of a result failed.
+    #[error("{0}")]
+    Check(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The errors the library wraps reach this one through [`firemesh::Error`], as they do when
+/// the library returns them.
+macro_rules! through_the_library {
+    ($($error:ty),*) => {$(
+        impl From<$error> for Error {
+            fn from(e: $error) -> Self {
+                Self::Firemesh(e.into())
+            }
+        }
+    )*};
+}
+
+through_the_library!(
+    Unavailable,
+    MeshError,
+    ShardError,
+    CollectiveError,
+    ZooError
+);
+
+impl Error {
+    /// An I/O error with what was being done (`cannot write metrics.jsonl`, a path).
+    pub fn io(context: impl std::fmt::Display, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    /// A JSON encoding error of `what`.
+    pub fn json(what: impl std::fmt::Display, source: serde_json::Error) -> Self {
+        Self::Json {
+            what: what.to_string(),
+            source,
+        }
+    }
+
+    /// A checkpoint that cannot be written, read or used: the library's
+    /// [`firemesh::Error::Checkpoint`].
+    pub fn checkpoint(why: impl std::fmt::Display) -> Self {
+        Self::Firemesh(firemesh::Error::Checkpoint(why.to_string()))
+    }
+}
