@@ -9,6 +9,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
@@ -35,8 +36,10 @@ struct MeshInner<D> {
     collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
     streams: Mutex<(u64, u64)>,
-    /// The early gradient buckets armed here (an `EarlyBuckets`' state), if any.
-    early_buckets: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+    /// The early gradient buckets armed here (an `EarlyBuckets`' state), by the thread that
+    /// armed them: a backward pass sums into the buckets its own thread armed, so two training
+    /// loops on one mesh (the same device list gives the same mesh) keep their buckets apart.
+    early_buckets: Mutex<Vec<(ThreadId, Arc<dyn Any + Send + Sync>)>>,
 }
 
 impl<D: 'static> MeshInner<D> {
@@ -55,7 +58,7 @@ impl<D: 'static> MeshInner<D> {
             lanes: OnceLock::new(),
             collectives: Default::default(),
             streams: Mutex::new((seed, 0)),
-            early_buckets: Mutex::new(None),
+            early_buckets: Mutex::new(Vec::new()),
         }
     }
 }
@@ -274,17 +277,34 @@ impl<D> Mesh<D> {
         firemesh_rng::mix(streams.0, streams.1)
     }
 
-    /// Arms `buckets` (the state of an `EarlyBuckets`) here; returns what was armed before.
+    /// Arms `buckets` (the state of an `EarlyBuckets`) here for the calling thread, or disarms
+    /// them with `None`; returns what this thread had armed here before.
     pub(crate) fn swap_early_buckets(
         &self,
         buckets: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Option<Arc<dyn Any + Send + Sync>> {
-        std::mem::replace(&mut locked(&self.inner.early_buckets), buckets)
+        let me = std::thread::current().id();
+        let mut armed = locked(&self.inner.early_buckets);
+        let at = armed.iter().position(|(thread, _)| *thread == me);
+        match (at, buckets) {
+            (Some(i), Some(b)) => Some(std::mem::replace(&mut armed[i].1, b)),
+            (Some(i), None) => Some(armed.swap_remove(i).1),
+            (None, Some(b)) => {
+                armed.push((me, b));
+                None
+            }
+            (None, None) => None,
+        }
     }
 
-    /// The early gradient buckets armed here, if any.
+    /// The early gradient buckets the calling thread armed here, if any.
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        locked(&self.inner.early_buckets).clone()
+        let me = std::thread::current().id();
+        let armed = locked(&self.inner.early_buckets);
+        armed
+            .iter()
+            .find(|(thread, _)| *thread == me)
+            .map(|(_, b)| b.clone())
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, (u64, u64)> {

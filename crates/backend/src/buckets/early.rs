@@ -2,8 +2,8 @@
 //!
 //! Each gradient an op makes for a parameter (the ops that exist for that:
 //! `linear_weight_backward`, `linear_bias_backward`, `conv2d_weight_backward`,
-//! `conv2d_bias_backward`, …) joins the open bucket of the [`EarlyBuckets`] armed on its mesh, and a bucket is summed as soon as
-//! it holds `bucket_bytes`, while the rest of the backward pass is still to be issued. The
+//! `conv2d_bias_backward`, …) joins the open bucket of the [`EarlyBuckets`] that the calling
+//! thread armed on its mesh, and a bucket is summed as soon as it holds `bucket_bytes`, while the rest of the backward pass is still to be issued. The
 //! gradient keeps its `Partial` placement and carries the sum (as clones of a `Partial` tensor
 //! do), so the optimizer's [`super::sum_in_buckets`] finds it summed.
 //!
@@ -29,6 +29,7 @@ use burn_backend::{Backend, TensorMetadata};
 use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -37,8 +38,9 @@ use std::time::Instant;
 
 /// One training loop's early buckets: their size, the bucket still filling, and the buckets
 /// being summed. A training loop owns one and arms it on its mesh around each backward pass
-/// ([`EarlyBuckets::arm`]); while it is armed, every parameter gradient an op makes on that mesh
-/// joins its open bucket, and a bucket is summed as soon as it holds `bucket_bytes`. The bucket
+/// ([`EarlyBuckets::arm`]); while it is armed, every parameter gradient an op of that thread
+/// makes on that mesh joins its open bucket (a backward pass runs on the thread that calls it;
+/// another thread's training loop on the same mesh keeps its own buckets), and a bucket is summed as soon as it holds `bucket_bytes`. The bucket
 /// still open when the optimizer runs is summed there, with the gradients no op marks as a
 /// parameter's (BatchNorm's, for instance), by [`super::sum_in_buckets`] after
 /// [`EarlyBuckets::close`]. A step's collectives stay at most ceil(gradient bytes / bucket bytes)
@@ -78,14 +80,16 @@ impl EarlyBuckets {
         }
     }
 
-    /// Parameter gradients made on `mesh` join these buckets until the returned value drops
-    /// (then the buckets armed there before, if any, are armed again).
+    /// Parameter gradients that this thread's ops make on `mesh` join these buckets until the
+    /// returned value drops (then the buckets this thread armed there before, if any, are armed
+    /// again). Other threads' ops on the mesh do not see them.
     pub fn arm<D>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
         let previous = mesh.swap_early_buckets(Some(session));
         Armed {
             mesh: mesh.clone(),
             previous,
+            _on_this_thread: PhantomData,
         }
     }
 
@@ -117,10 +121,12 @@ impl EarlyBuckets {
     }
 }
 
-/// Early buckets armed on a mesh ([`EarlyBuckets::arm`]); disarms them when dropped.
+/// Early buckets armed on a mesh for one thread ([`EarlyBuckets::arm`]); disarms them when
+/// dropped. It stays on the thread that armed them (it is not `Send`).
 pub struct Armed<D> {
     mesh: Mesh<D>,
     previous: Option<Arc<dyn Any + Send + Sync>>,
+    _on_this_thread: PhantomData<*const ()>,
 }
 
 impl<D> Drop for Armed<D> {

@@ -1,12 +1,14 @@
 //! Early gradient buckets are the state of whoever arms them on a mesh: a backward pass on that
 //! mesh sums its parameter gradients into the buckets armed there, and into no others; disarming
-//! arms again what was armed before.
+//! arms again what was armed before. Arming is the calling thread's: two training loops on one
+//! mesh (the same device list gives the same mesh) keep their buckets apart.
 
 use crate::common::{rand, Dev, SAd};
 use burn::tensor::module::linear;
 use burn::tensor::Tensor;
 use firemesh_backend::buckets::EarlyBuckets;
-use firemesh_backend::{shard, Mesh};
+use firemesh_backend::{shard, stats, Mesh};
+use std::sync::Barrier;
 
 /// A linear layer's backward pass on `mesh`, its batch sharded: two parameter gradients, each
 /// `Partial` (with buckets of 1 byte, one early bucket each).
@@ -42,4 +44,42 @@ fn early_buckets_sum_for_whoever_armed_them_on_the_mesh() {
     drop(armed);
     backward(&mesh);
     assert_eq!(summed(), (0, 0), "disarmed");
+}
+
+#[test]
+fn two_threads_on_one_mesh_keep_their_buckets_apart() {
+    // A mesh of 11 ranks: no other test arms or runs on it.
+    let mesh = Mesh::replicate(Dev::default(), 11).expect("mesh");
+    let (first, second) = (EarlyBuckets::new(1), EarlyBuckets::new(1));
+    let both = Barrier::new(2);
+    let (mesh, first, second, both) = (&mesh, &first, &second, &both);
+    let (armed_elsewhere, own, unarmed, armed_here) = std::thread::scope(|s| {
+        let a = s.spawn(move || {
+            let armed = first.arm(mesh);
+            both.wait(); // the other thread runs its backward passes now
+            both.wait();
+            let armed_elsewhere = first.close();
+            backward(mesh);
+            drop(armed);
+            (armed_elsewhere, first.close())
+        });
+        let b = s.spawn(move || {
+            both.wait();
+            let (_, unarmed) = stats::count(|| backward(mesh));
+            let armed = second.arm(mesh);
+            backward(mesh);
+            drop(armed);
+            both.wait();
+            (unarmed.early_buckets, second.close())
+        });
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        (a.0, a.1, b.0, b.1)
+    });
+    assert_eq!(unarmed, 0, "a thread that armed nothing sums nothing early");
+    assert_eq!(
+        armed_elsewhere, 0,
+        "the other thread's gradients stayed out"
+    );
+    assert_eq!(own, 2, "this thread's own backward pass");
+    assert_eq!(armed_here, 2, "the second thread's own buckets");
 }
