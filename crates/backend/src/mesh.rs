@@ -277,20 +277,20 @@ impl<D> Mesh<D> {
         firemesh_rng::mix(streams.0, streams.1)
     }
 
-    /// Arms `buckets` (the state of an `EarlyBuckets`) here for the calling thread, or disarms
-    /// them with `None`; returns what this thread had armed here before.
+    /// Arms `buckets` (the state of an `EarlyBuckets`) here for the backward passes of
+    /// `thread`, or disarms them with `None`; returns what was armed for it before.
     pub(crate) fn swap_early_buckets(
         &self,
+        thread: ThreadId,
         buckets: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Option<Arc<dyn Any + Send + Sync>> {
-        let me = std::thread::current().id();
         let mut armed = locked(&self.inner.early_buckets);
-        let at = armed.iter().position(|(thread, _)| *thread == me);
+        let at = armed.iter().position(|(t, _)| *t == thread);
         match (at, buckets) {
             (Some(i), Some(b)) => Some(std::mem::replace(&mut armed[i].1, b)),
             (Some(i), None) => Some(armed.swap_remove(i).1),
             (None, Some(b)) => {
-                armed.push((me, b));
+                armed.push((thread, b));
                 None
             }
             (None, None) => None,

@@ -29,11 +29,11 @@ use burn_backend::{Backend, TensorMetadata};
 use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
-use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::ThreadId;
 use std::time::Instant;
 
 /// One training loop's early buckets: their size, the bucket still filling, and the buckets
@@ -85,11 +85,12 @@ impl EarlyBuckets {
     /// again). Other threads' ops on the mesh do not see them.
     pub fn arm<D>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
-        let previous = mesh.swap_early_buckets(Some(session));
+        let thread = std::thread::current().id();
+        let previous = mesh.swap_early_buckets(thread, Some(session));
         Armed {
             mesh: mesh.clone(),
+            thread,
             previous,
-            _on_this_thread: PhantomData,
         }
     }
 
@@ -122,16 +123,19 @@ impl EarlyBuckets {
 }
 
 /// Early buckets armed on a mesh for one thread ([`EarlyBuckets::arm`]); disarms them when
-/// dropped. It stays on the thread that armed them (it is not `Send`).
+/// dropped, wherever it drops (a `Bucketed` optimizer keeps its buckets armed until its last
+/// clone drops).
 pub struct Armed<D> {
     mesh: Mesh<D>,
+    /// The thread whose backward passes fill the buckets.
+    thread: ThreadId,
     previous: Option<Arc<dyn Any + Send + Sync>>,
-    _on_this_thread: PhantomData<*const ()>,
 }
 
 impl<D> Drop for Armed<D> {
     fn drop(&mut self) {
-        self.mesh.swap_early_buckets(self.previous.take());
+        self.mesh
+            .swap_early_buckets(self.thread, self.previous.take());
     }
 }
 

@@ -83,3 +83,18 @@ fn two_threads_on_one_mesh_keep_their_buckets_apart() {
     assert_eq!(own, 2, "this thread's own backward pass");
     assert_eq!(armed_here, 2, "the second thread's own buckets");
 }
+
+/// Buckets armed for one thread and disarmed on another (a `Bucketed` optimizer dropped
+/// elsewhere) are disarmed for the thread that armed them.
+#[test]
+fn buckets_dropped_on_another_thread_are_disarmed_where_they_were_armed() {
+    // A mesh of 12 ranks: no other test arms or runs on it.
+    let mesh = Mesh::replicate(Dev::default(), 12).expect("mesh");
+    let buckets = EarlyBuckets::new(1);
+    let armed = buckets.arm(&mesh);
+    backward(&mesh);
+    assert_eq!(buckets.close(), 2, "armed here");
+    std::thread::spawn(move || drop(armed)).join().unwrap();
+    backward(&mesh);
+    assert_eq!(buckets.close(), 0, "disarmed for this thread");
+}
