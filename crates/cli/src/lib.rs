@@ -7,5 +7,6 @@ pub use error::{Error, Result};
 
 pub mod bench;
 mod error;
+pub mod options;
 pub mod simulate;
 pub mod train;

@@ -2,9 +2,8 @@
 
 use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
-use firemesh::backend::MeshConfig;
-use firemesh::collective::Transfer;
-use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
+use firemesh::mesh::{DeviceMesh, RuntimeConfig};
+use firemesh_cli::options::{MeshOptions, RuntimeOptions};
 use firemesh_cli::train::{TrainConfig, TrainOptions};
 use firemesh_cli::{Error, Result};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
@@ -23,57 +22,6 @@ static ALLOCATOR: firemesh::alloc::Allocator = firemesh::alloc::Allocator;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// How the meshes run (train, bench, demo); each option can also come from its environment
-/// variable. Read here, once, into the one `RuntimeConfig` the library is handed.
-#[derive(clap::Args)]
-struct RuntimeOptions {
-    /// Ranks 1.. on their own threads: on or off [default: on for CPU and CUDA meshes, off for
-    /// wgpu].
-    #[arg(long, env = "FIREMESH_RANK_THREADS", value_name = "on|off", value_parser = parse_switch)]
-    rank_threads: Option<bool>,
-    /// Microseconds an idle rank thread polls for its next op before it sleeps; 0 sleeps at
-    /// once [default: 50].
-    #[arg(long, env = "FIREMESH_LANE_POLL_US", value_name = "US")]
-    lane_poll_us: Option<u64>,
-    /// How copies between CUDA GPUs are ordered: stream (queued on raw streams, ordered by
-    /// flags in device memory; a pair whose driver refuses falls back to sync, with a warning)
-    /// or sync (each copy waits for both devices) [default: stream].
-    #[arg(long, env = "FIREMESH_CUDA_COPY", value_enum)]
-    cuda_copy: Option<CudaCopy>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum CudaCopy {
-    Stream,
-    Sync,
-}
-
-impl RuntimeOptions {
-    fn config(&self) -> RuntimeConfig {
-        RuntimeConfig {
-            mesh: MeshConfig {
-                rank_threads: self.rank_threads,
-                lane_poll: self.lane_poll_us.map(std::time::Duration::from_micros),
-                settle_before_comm: false,
-            },
-            cuda_copy: match self.cuda_copy {
-                None => Transfer::default(),
-                Some(CudaCopy::Stream) => Transfer::StreamOrdered,
-                Some(CudaCopy::Sync) => Transfer::Synchronous,
-            },
-        }
-    }
-}
-
-/// `on`/`off` (or `1`/`0`, `true`/`false`).
-fn parse_switch(text: &str) -> std::result::Result<bool, String> {
-    match text.trim() {
-        "on" | "1" | "true" => Ok(true),
-        "off" | "0" | "false" => Ok(false),
-        other => Err(format!("{other:?} is neither on nor off")),
-    }
 }
 
 // Parsed once per process: the size difference of the variants does not matter.
@@ -108,12 +56,8 @@ enum Command {
     },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
-        /// Which devices to use.
-        #[arg(long, value_enum, default_value_t = MeshKind::Auto)]
-        mesh: MeshKind,
-        /// Number of ranks (default: one per GPU, or 4 on the CPU).
-        #[arg(long)]
-        ranks: Option<usize>,
+        #[command(flatten)]
+        mesh: MeshOptions,
         /// Message size per rank, in MiB.
         #[arg(long, default_value_t = 16)]
         mib: usize,
@@ -162,11 +106,10 @@ fn main() {
         }
         Command::Demo {
             mesh,
-            ranks,
             mib,
             iters,
             runtime,
-        } => demo(mesh, ranks, mib, iters.max(1), &runtime.config()),
+        } => demo(&mesh, mib, iters.max(1), &runtime.config()),
     };
     drop(flush); // completes the trace file, also when the run failed
     if let Err(e) = result {
@@ -255,14 +198,8 @@ fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
     Ok(())
 }
 
-fn demo(
-    kind: MeshKind,
-    ranks: Option<usize>,
-    mib: usize,
-    iters: usize,
-    runtime: &RuntimeConfig,
-) -> Result<()> {
-    let mesh = DeviceMesh::discover(kind, ranks, false)?;
+fn demo(mesh: &MeshOptions, mib: usize, iters: usize, runtime: &RuntimeConfig) -> Result<()> {
+    let mesh = mesh.discover()?;
     if mib == 0 || mib > 4096 {
         return Err(Error::Invalid(format!(
             "--mib {mib}: the message must be 1 to 4096 MiB per rank"

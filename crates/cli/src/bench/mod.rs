@@ -15,6 +15,7 @@ mod step;
 
 pub use report::{source_commit, BenchReport, Row, Setup};
 
+use crate::options::{self, at_least_one};
 use crate::train::ModelName;
 use crate::{Error, Result};
 use burn::tensor::backend::Backend;
@@ -179,24 +180,18 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
 
 fn check(o: &BenchOptions) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
-    if o.steps == 0 {
-        return bad("--steps must be at least 1".into());
-    }
+    at_least_one("--steps", o.steps)?;
     if !(1..=100).contains(&o.repeats) {
         return bad(format!("--repeats {}: it must be 1 to 100", o.repeats));
     }
     if let Some(&n) = o.ranks.iter().find(|&&n| n == 0 || n > 64) {
         return bad(format!("--ranks {n}: rank counts go from 1 to 64"));
     }
-    if o.batch_per_rank == Some(0) {
-        return bad("--batch-per-rank must be at least 1".into());
-    }
-    if o.image_size.is_some_and(|s| !(8..=1024).contains(&s)) {
-        return bad("--image-size must be 8 to 1024 pixels".into());
-    }
-    if o.seq_len.is_some_and(|s| s < 2) {
-        return bad("--seq-len must be at least 2 tokens".into());
-    }
+    o.batch_per_rank
+        .map(|b| at_least_one("--batch-per-rank", b))
+        .transpose()?;
+    o.image_size.map(options::image_size).transpose()?;
+    o.seq_len.map(options::seq_len).transpose()?;
     firemesh::grads::bucket_bytes(o.bucket_mib)?;
     Ok(())
 }

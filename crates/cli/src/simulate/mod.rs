@@ -135,6 +135,10 @@ pub fn run(o: &SimulateOptions) -> Result<Simulation> {
 
 /// The predictions of `o`, without printing or writing.
 pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
+    crate::options::image_size(o.image_size)?;
+    if let Some(batch) = o.batch {
+        crate::options::at_least_one("--batch", batch)?;
+    }
     let gpu = Gpu::preset(&o.gpu).map_err(|e| Error::Invalid(format!("--gpu: {e}")))?;
     if !["amp", "tf32", "fp32"].contains(&o.precision.to_ascii_lowercase().as_str()) {
         return Err(Error::Invalid(format!(

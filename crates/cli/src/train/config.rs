@@ -2,6 +2,7 @@
 //! TOML file takes the same keys, and the command line overrides it. [`TrainConfig`] is the
 //! checked result, with every default filled in.
 
+use crate::options::{self, at_least_one, MeshOptions};
 use crate::{Error, Result};
 use firemesh::mesh::MeshKind;
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,7 @@ impl From<TokenizerSpec> for String {
 /// The options of `firemesh train`, each optional: unset ones come from `--config FILE.toml`
 /// (same keys, e.g. `model = "resnet18"`, `checkpoint-every = 100`), then from the defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, clap::Args)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 pub struct TrainOptions {
     /// A TOML file with any of these options (keys as spelled here, without the dashes).
     #[arg(long, value_name = "FILE.toml")]
@@ -134,16 +135,9 @@ pub struct TrainOptions {
     /// text for a GPT].
     #[arg(long, value_name = "SOURCE")]
     pub data: Option<DataSpec>,
-    /// Devices: CUDA GPUs when usable (auto), else a CPU mesh [default: auto].
-    #[arg(long, value_enum)]
-    pub mesh: Option<MeshKind>,
-    /// Ranks [default: one per GPU, or 4 on the CPU].
-    #[arg(long)]
-    pub ranks: Option<usize>,
-    /// Let several ranks share one GPU (for testing on fewer GPUs than ranks).
-    #[arg(long)]
-    #[serde(default)]
-    pub share_devices: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub devices: MeshOptions,
     /// Samples (images or sequences) per step over all ranks [default: 32].
     #[arg(long)]
     pub batch: Option<usize>,
@@ -223,10 +217,20 @@ impl TrainOptions {
     pub fn from_toml_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| {
-            let msg = e.message().trim().to_string();
-            Error::Invalid(format!("{}: {msg}", path.display()))
-        })
+        let invalid = |msg: String| Error::Invalid(format!("{}: {msg}", path.display()));
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| invalid(e.message().trim().to_string()))?;
+        // Every key, also those of the flattened option groups (serde cannot deny unknown
+        // fields through `flatten`).
+        let known = to_map(&TrainOptions::default())?;
+        if let Some(key) = table.keys().find(|k| !known.contains_key(*k)) {
+            let keys: Vec<&str> = known.keys().map(String::as_str).collect();
+            return Err(invalid(format!(
+                "unknown field `{key}`, expected one of {}",
+                keys.join(", ")
+            )));
+        }
+        toml::from_str(&text).map_err(|e| invalid(e.message().trim().to_string()))
     }
 
     /// These options over `base`: each one set here wins.
@@ -327,8 +331,8 @@ impl TrainConfig {
             .unwrap_or(model.net(10, 32)?.default_optimizer());
         let length = match (o.epochs, o.steps) {
             (Some(_), Some(_)) => return Err(invalid("give --epochs or --steps, not both")),
-            (_, Some(s)) => Length::Steps(positive("--steps", s)?),
-            (Some(e), None) => Length::Epochs(positive("--epochs", e)?),
+            (_, Some(s)) => Length::Steps(at_least_one("--steps", s)?),
+            (Some(e), None) => Length::Epochs(at_least_one("--epochs", e)?),
             (None, None) => Length::Epochs(2),
         };
         let default_lr = match optimizer {
@@ -356,36 +360,29 @@ impl TrainConfig {
                 "--weight-decay {weight_decay}: must be finite and not negative"
             )));
         }
-        if o.ranks == Some(0) {
-            return Err(invalid("--ranks must be at least 1"));
+        if let Some(ranks) = o.devices.ranks {
+            at_least_one("--ranks", ranks)?;
         }
         let default_size = if model == ModelName::ResnetTiny && data == DataSpec::Synthetic {
             16
         } else {
             32
         };
-        let image_size = o.image_size.unwrap_or(default_size);
+        let image_size = options::image_size(o.image_size.unwrap_or(default_size))?;
         if matches!(data, DataSpec::Cifar10(_)) && o.image_size.is_some_and(|s| s != 32) {
             return Err(Error::Invalid(format!(
                 "--image-size {image_size}: CIFAR-10 images are 32×32"
             )));
         }
-        if !(4..=4096).contains(&image_size) {
-            return Err(Error::Invalid(format!(
-                "--image-size {image_size}: must be between 4 and 4096 pixels"
-            )));
-        }
-        if o.seq_len == Some(0) || o.seq_len == Some(1) {
-            return Err(invalid("--seq-len must be at least 2"));
-        }
+        let seq_len = o.seq_len.map(options::seq_len).transpose()?;
         let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
         Ok(Self {
             model,
             data,
-            mesh: o.mesh.unwrap_or(MeshKind::Auto),
-            ranks: o.ranks,
-            share_devices: o.share_devices,
-            batch: positive("--batch", o.batch.unwrap_or(32))?,
+            mesh: o.devices.mesh.unwrap_or(MeshKind::Auto),
+            ranks: o.devices.ranks,
+            share_devices: o.devices.share_devices,
+            batch: at_least_one("--batch", o.batch.unwrap_or(32))?,
             length,
             optimizer,
             lr,
@@ -395,30 +392,22 @@ impl TrainConfig {
             schedule: o.schedule.unwrap_or(ScheduleKind::Cosine),
             seed: o.seed.unwrap_or(42),
             run_dir: o.run_dir,
-            checkpoint_every: positive("--checkpoint-every", o.checkpoint_every.unwrap_or(50))?,
-            keep_checkpoints: positive("--keep-checkpoints", o.keep_checkpoints.unwrap_or(3))?,
+            checkpoint_every: at_least_one("--checkpoint-every", o.checkpoint_every.unwrap_or(50))?,
+            keep_checkpoints: at_least_one("--keep-checkpoints", o.keep_checkpoints.unwrap_or(3))?,
             resume: o.resume,
             image_size,
-            samples: positive("--samples", o.samples.unwrap_or(1024))?,
+            samples: at_least_one("--samples", o.samples.unwrap_or(1024))?,
             eval_samples: o.eval_samples.unwrap_or(512),
-            seq_len: o.seq_len,
+            seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
             bucket_bytes,
-            prefetch: positive("--prefetch", o.prefetch.unwrap_or(2))?,
-            workers: positive("--workers", o.workers.unwrap_or(2))?,
-            log_every: positive("--log-every", o.log_every.unwrap_or(10))?,
+            prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,
+            workers: at_least_one("--workers", o.workers.unwrap_or(2))?,
+            log_every: at_least_one("--log-every", o.log_every.unwrap_or(10))?,
         })
     }
 }
 
 fn invalid(msg: &str) -> Error {
     Error::Invalid(msg.into())
-}
-
-fn positive(option: &str, value: usize) -> Result<usize> {
-    if value == 0 {
-        Err(Error::Invalid(format!("{option} must be at least 1")))
-    } else {
-        Ok(value)
-    }
 }

@@ -1,6 +1,7 @@
 //! Helpers: tiny training options, scratch folders, the CLI binary, data files.
 
 use firemesh::mesh::MeshKind;
+use firemesh_cli::options::MeshOptions;
 use firemesh_cli::train::{ModelName, TrainConfig, TrainOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,8 +18,11 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn tiny(run_dir: &Path) -> TrainOptions {
     TrainOptions {
         model: Some(ModelName::ResnetTiny),
-        mesh: Some(MeshKind::Cpu),
-        ranks: Some(2),
+        devices: MeshOptions {
+            mesh: Some(MeshKind::Cpu),
+            ranks: Some(2),
+            share_devices: false,
+        },
         samples: Some(128),
         eval_samples: Some(32),
         batch: Some(16),
@@ -26,6 +30,12 @@ pub fn tiny(run_dir: &Path) -> TrainOptions {
         run_dir: Some(run_dir.to_path_buf()),
         ..TrainOptions::default()
     }
+}
+
+/// `options` on `ranks` ranks of their mesh.
+pub fn on_ranks(ranks: usize, mut options: TrainOptions) -> TrainOptions {
+    options.devices.ranks = Some(ranks);
+    options
 }
 
 pub fn config(options: TrainOptions) -> TrainConfig {

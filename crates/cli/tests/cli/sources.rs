@@ -1,7 +1,7 @@
 //! Every data source and model family trains through `firemesh train`, and a TOML file takes
 //! the same options as the command line.
 
-use crate::common::{config, scratch, tiny, write_cifar, write_image_folder, write_text};
+use crate::common::{config, on_ranks, scratch, tiny, write_cifar, write_image_folder, write_text};
 use firemesh_cli::train::{self, DataSpec, ModelName, Record, TrainOptions};
 
 #[test]
@@ -13,10 +13,9 @@ fn the_gpt_learns_a_text_file_and_samples_from_it() {
         model: Some(ModelName::GptTiny),
         data: Some(DataSpec::Text(text)),
         batch: Some(16),
-        ranks: Some(3),
         steps: Some(40),
         run_dir: Some(dir.join("run")),
-        ..tiny(&dir)
+        ..on_ranks(3, tiny(&dir))
     }))
     .unwrap();
     // Forward, backward and optimizer steps on uneven blocks (16 sequences over 3 ranks) had a

@@ -1,8 +1,9 @@
 //! The main job trains: loss falls with no op falling back to replicated execution, and the run
 //! folder holds the metrics, the summary, the charts and the checkpoints.
 
-use crate::common::{cli, config, scratch, tiny};
+use crate::common::{cli, config, on_ranks, scratch, tiny};
 use firemesh::mesh::MeshKind;
+use firemesh_cli::options::MeshOptions;
 use firemesh_cli::train::{self, Record, TrainOptions};
 use std::path::Path;
 
@@ -96,10 +97,9 @@ fn resnet_on_a_cpu_mesh_learns_and_leaves_its_numbers() {
 fn a_batch_of_any_size_splits_over_the_ranks() {
     let dir = scratch("uneven");
     let summary = train::run(&config(TrainOptions {
-        ranks: Some(3),
         batch: Some(5),
         steps: Some(3),
-        ..tiny(&dir)
+        ..on_ranks(3, tiny(&dir))
     }))
     .unwrap();
     assert_eq!((summary.batch, summary.ranks, summary.fallbacks), (5, 3, 0));
@@ -118,7 +118,11 @@ fn the_job_trains_on_a_wgpu_mesh() {
     }
     let dir = scratch("wgpu");
     let summary = train::run(&config(TrainOptions {
-        mesh: Some(MeshKind::Wgpu),
+        devices: MeshOptions {
+            mesh: Some(MeshKind::Wgpu),
+            ranks: Some(2),
+            share_devices: false,
+        },
         samples: Some(64),
         eval_samples: Some(16),
         batch: Some(8),

@@ -1,0 +1,123 @@
+//! What several subcommands share: the options declared once here ([`RuntimeOptions`] for
+//! train, bench and demo; [`MeshOptions`] for train and demo), and one check for each value
+//! that several subcommands take, whichever subcommand (or config file) it comes from.
+
+use crate::{Error, Result};
+use firemesh::backend::MeshConfig;
+use firemesh::collective::Transfer;
+use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
+use serde::{Deserialize, Serialize};
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+/// How the meshes run; each option can also come from its environment variable. Read at the
+/// program's edge, once, into the one [`RuntimeConfig`] the library is handed.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    /// Ranks 1.. on their own threads: on or off [default: on for CPU and CUDA meshes, off for
+    /// wgpu].
+    #[arg(long, env = "FIREMESH_RANK_THREADS", value_name = "on|off", value_parser = switch)]
+    pub rank_threads: Option<bool>,
+    /// Microseconds an idle rank thread polls for its next op before it sleeps; 0 sleeps at
+    /// once [default: 50].
+    #[arg(long, env = "FIREMESH_LANE_POLL_US", value_name = "US")]
+    pub lane_poll_us: Option<u64>,
+    /// How copies between CUDA GPUs are ordered: stream (queued on raw streams, ordered by
+    /// flags in device memory; a pair whose driver refuses falls back to sync, with a warning)
+    /// or sync (each copy waits for both devices) [default: stream].
+    #[arg(long, env = "FIREMESH_CUDA_COPY", value_enum)]
+    pub cuda_copy: Option<CudaCopy>,
+}
+
+/// How copies between CUDA GPUs are ordered (`--cuda-copy`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CudaCopy {
+    Stream,
+    Sync,
+}
+
+impl RuntimeOptions {
+    pub fn config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            mesh: MeshConfig {
+                rank_threads: self.rank_threads,
+                lane_poll: self.lane_poll_us.map(Duration::from_micros),
+                settle_before_comm: false,
+            },
+            cuda_copy: match self.cuda_copy {
+                None => Transfer::default(),
+                Some(CudaCopy::Stream) => Transfer::StreamOrdered,
+                Some(CudaCopy::Sync) => Transfer::Synchronous,
+            },
+        }
+    }
+}
+
+/// `on`/`off` (or `1`/`0`, `true`/`false`).
+pub fn switch(text: &str) -> std::result::Result<bool, String> {
+    match text.trim() {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        other => Err(format!("{other:?} is neither on nor off")),
+    }
+}
+
+/// Which devices, and how many ranks. A config file of `firemesh train` takes the same keys.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct MeshOptions {
+    /// Devices: CUDA GPUs when usable (auto), else a CPU mesh [default: auto].
+    #[arg(long, value_enum)]
+    pub mesh: Option<MeshKind>,
+    /// Ranks [default: one per GPU, or 4 on the CPU].
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Let several ranks share one GPU (for testing on fewer GPUs than ranks).
+    #[arg(long)]
+    #[serde(default)]
+    pub share_devices: bool,
+}
+
+impl MeshOptions {
+    /// The devices asked for, found (checks `--ranks` against them).
+    pub fn discover(&self) -> Result<DeviceMesh> {
+        let kind = self.mesh.unwrap_or(MeshKind::Auto);
+        Ok(DeviceMesh::discover(kind, self.ranks, self.share_devices)?)
+    }
+}
+
+/// Image sides the models take, in pixels.
+pub const IMAGE_SIDES: RangeInclusive<usize> = 4..=4096;
+
+/// `--image-size`: a side in [`IMAGE_SIDES`].
+pub fn image_size(side: usize) -> Result<usize> {
+    if IMAGE_SIDES.contains(&side) {
+        Ok(side)
+    } else {
+        Err(Error::Invalid(format!(
+            "--image-size {side}: must be {} to {} pixels",
+            IMAGE_SIDES.start(),
+            IMAGE_SIDES.end()
+        )))
+    }
+}
+
+/// `--seq-len`: at least 2 tokens (an input and its next-token target).
+pub fn seq_len(tokens: usize) -> Result<usize> {
+    if tokens >= 2 {
+        Ok(tokens)
+    } else {
+        Err(Error::Invalid(format!(
+            "--seq-len {tokens}: must be at least 2 tokens"
+        )))
+    }
+}
+
+/// A count that must be at least 1 (`--steps`, `--batch`, …).
+pub fn at_least_one(option: &str, value: usize) -> Result<usize> {
+    if value == 0 {
+        Err(Error::Invalid(format!("{option} must be at least 1")))
+    } else {
+        Ok(value)
+    }
+}
