@@ -4,8 +4,9 @@
 # then commit the results:
 #   scripts/regenerate-results.sh            # everything, about 40 minutes on 2 cores
 #   scripts/regenerate-results.sh bench op_host_time   # some of them
-# The bench programs build in the dev profile (the benches at opt-level 2, see Cargo.toml),
-# the all-reduce benchmark and the CLI in release.
+# The bench programs build in the dev profile (the benches at opt-level 2, see Cargo.toml);
+# the all-reduce and host-time benchmarks and the CLI in release (the host time of an op is
+# firemesh's own code, which the dev profile leaves at opt-level 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! git diff --quiet HEAD -- crates models datasets benches/src examples scripts Cargo.toml Cargo.lock; then
@@ -23,7 +24,11 @@ wants() { [[ " ${wanted[*]} " == *" $1 "* ]]; }
 
 echo "== building at $commit"
 cargo build --release -p firemesh-cli
-wants allreduce && cargo build --release -p firemesh-benches --features burn-collective --bin allreduce
+# One feature set for both release benchmarks, so that neither rebuilds Burn for the other.
+release_bins=()
+wants allreduce && release_bins+=(--bin allreduce)
+wants op_host_time && release_bins+=(--bin op_host_time)
+[ ${#release_bins[@]} -gt 0 ] && cargo build --release -p firemesh-benches --features burn-collective "${release_bins[@]}"
 cargo build -p firemesh-benches --bins
 
 run() { # name, command...
@@ -37,7 +42,7 @@ run() { # name, command...
 wants allreduce && run allreduce target/release/allreduce --max-mib 64
 wants sharded_step && run sharded_step target/debug/sharded_step
 wants learner_step && run learner_step target/debug/learner_step
-wants op_host_time && run op_host_time target/debug/op_host_time
+wants op_host_time && run op_host_time target/release/op_host_time
 wants simulate_check && run simulate_check target/debug/simulate_check
 if wants simulate_firemesh; then
     run simulate_firemesh target/release/firemesh simulate --firemesh --out benches/results/simulate_firemesh

@@ -99,17 +99,33 @@ fn main() {
          wgpu queues the work (separate clients, one per rank; the queue drains outside the \
          timing). With rank threads, rank 0 runs on the calling thread and ranks 1.. on their \
          own; the caller's column is the calling thread's part alone. Absolute times of this \
-         machine ({} CPU cores); ratios from this run.\n\n\
+         machine ({} CPU cores); ratios from this run. Built: {}.\n\n\
          | setup | ranks | host µs per op | caller µs per op | vs the backend alone | vs N=1 |\n\
          |---|---|---|---|---|---|\n",
         args.ops,
         args.samples,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if cfg!(debug_assertions) {
+            "dev profile (firemesh's own crates at opt-level 0: not the build for real runs)"
+        } else {
+            "release"
+        }
     );
     for r in &rows {
         md += &format!(
             "| {} | {} | {:.2} | {:.2} | {:.1}× | {:.2}× |\n",
             r.setup, r.ranks, r.host_us_per_op, r.caller_us_per_op, r.vs_inner, r.vs_one_rank
+        );
+    }
+    let host = |setup: &str| {
+        rows.iter()
+            .find(|r| r.setup == setup)
+            .map(|r| r.host_us_per_op)
+    };
+    if let (Some(alone), Some(one)) = (host("Flex alone"), host("Sharded<Flex> N=1, in turn")) {
+        md += &format!(
+            "\nOne op on one rank costs {:.3} µs more through `Sharded<Flex>` than on Flex alone.\n",
+            one - alone
         );
     }
     print!("{md}");

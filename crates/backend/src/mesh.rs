@@ -17,8 +17,16 @@ pub const MESH_TYPE_ID: u16 = 0xF1E5;
 
 /// N ranks, each a device of the inner backend. A device may appear on several ranks: that is
 /// how one CPU (or one GPU) runs N ranks.
-pub struct Mesh<D> {
-    inner: Arc<MeshInner<D>>,
+///
+/// A mesh lives as long as the process: the registry keeps every mesh made, so a handle is a
+/// plain reference, and copying one (every tensor holds its mesh) counts nothing.
+pub struct Mesh<D: 'static> {
+    inner: &'static MeshInner<D>,
+}
+
+/// A mesh's state, made once and never freed (the registry would hold it to the end anyway).
+fn leak<D>(inner: MeshInner<D>) -> &'static MeshInner<D> {
+    Box::leak(Box::new(inner))
 }
 
 struct MeshInner<D> {
@@ -138,7 +146,7 @@ impl<D: DeviceOps> Mesh<D> {
                 return Err(MeshError::RegistryFull(MAX_MESHES));
             }
             let mesh = Mesh {
-                inner: Arc::new(MeshInner::new(meshes.len() as u16, devices)),
+                inner: leak(MeshInner::new(meshes.len() as u16, devices)),
             };
             meshes.push(mesh.clone());
             Ok(mesh)
@@ -208,7 +216,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let entry = all.entry(TypeId::of::<D>()).or_insert_with(|| {
         let default = Mesh {
-            inner: Arc::new(MeshInner::new(0, vec![D::default()])),
+            inner: leak(MeshInner::new(0, vec![D::default()])),
         };
         Box::new(vec![default])
     });
@@ -320,9 +328,7 @@ pub(crate) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<D> Clone for Mesh<D> {
     fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-        }
+        Self { inner: self.inner }
     }
 }
 

@@ -83,7 +83,7 @@ impl EarlyBuckets {
     /// Parameter gradients that this thread's ops make on `mesh` join these buckets until the
     /// returned value drops (then the buckets this thread armed there before, if any, are armed
     /// again). Other threads' ops on the mesh do not see them.
-    pub fn arm<D>(&self, mesh: &Mesh<D>) -> Armed<D> {
+    pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
         let thread = std::thread::current().id();
         let previous = mesh.swap_early_buckets(thread, Some(session));
@@ -125,14 +125,14 @@ impl EarlyBuckets {
 /// Early buckets armed on a mesh for one thread ([`EarlyBuckets::arm`]); disarms them when
 /// dropped, wherever it drops (a `Bucketed` optimizer keeps its buckets armed until its last
 /// clone drops).
-pub struct Armed<D> {
+pub struct Armed<D: 'static> {
     mesh: Mesh<D>,
     /// The thread whose backward passes fill the buckets.
     thread: ThreadId,
     previous: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-impl<D> Drop for Armed<D> {
+impl<D: 'static> Drop for Armed<D> {
     fn drop(&mut self) {
         self.mesh
             .swap_early_buckets(self.thread, self.previous.take());

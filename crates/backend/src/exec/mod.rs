@@ -172,12 +172,13 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
         let _span = rank_span(op, index);
         body(&rank, local)
     };
-    let split = inputs.split(ranks).into_iter().enumerate();
-    let outs = match empty {
+    let split = inputs.split(ranks).enumerate();
+    match empty {
         // Every rank runs the op: its results as they come.
-        None => split
-            .map(|(index, issued)| run(index, I::resolve(issued)))
-            .collect(),
+        None => {
+            let outs = split.map(|(index, issued)| run(index, I::resolve(issued)));
+            O::assemble_from(outs, mesh, plan.out)
+        }
         Some(empty) => {
             let outs = split
                 .map(|(index, issued)| {
@@ -185,10 +186,10 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
                     (!empty[index]).then(|| run(index, local))
                 })
                 .collect();
-            fill_empty::<B, O>(outs, &mesh, plan.out)
+            let outs = fill_empty::<B, O>(outs, &mesh, plan.out);
+            O::assemble(outs, mesh, plan.out)
         }
-    };
-    O::assemble(outs, &mesh, plan.out)
+    }
 }
 
 /// Whether every rank's share has the shapes of rank 0's, so that their results will too and
@@ -220,7 +221,7 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
     stats::on_rank_threads();
     let metas: Arc<[Meta]> = metas.into();
     let body = Arc::new(body);
-    let mut shares = inputs.split(mesh.len()).into_iter();
+    let mut shares = inputs.split(mesh.len());
     let first = shares.next().expect("a mesh has a rank 0");
     let rest = (1..)
         .zip(shares)

@@ -254,7 +254,8 @@ pub(crate) trait Operands<B: Backend>: Sized {
     fn use_known_sums(&mut self);
     fn metas(&self) -> Vec<Meta>;
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
-    fn split(self, ranks: usize) -> Vec<Self::Issued>;
+    /// Each rank's share, in rank order (made as they are taken: no list of them is kept).
+    fn split(self, ranks: usize) -> impl Iterator<Item = Self::Issued>;
     fn resolve(issued: Self::Issued) -> Self::Local;
 }
 
@@ -293,12 +294,10 @@ macro_rules! tuple_operands {
                 let ($($t,)+) = self;
                 ($($t.apply(wants),)+)
             }
-            fn split(self, ranks: usize) -> Vec<Self::Issued> {
+            fn split(self, ranks: usize) -> impl Iterator<Item = Self::Issued> {
                 let ($($t,)+) = self;
                 $(let mut $t = $t.split(ranks).into_iter();)+
-                (0..ranks)
-                    .map(|_| ($($t.next().expect("one part per rank"),)+))
-                    .collect()
+                (0..ranks).map(move |_| ($($t.next().expect("one part per rank"),)+))
             }
             fn resolve(issued: Self::Issued) -> Self::Local {
                 let ($($t,)+) = issued;

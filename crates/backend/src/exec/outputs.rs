@@ -17,7 +17,17 @@ use burn_backend::{Backend, TensorMetadata, TensorPrimitive};
 /// A result made of one value per rank.
 pub(crate) trait Outputs<B: Backend>: Sized {
     type Local: Send + 'static;
-    fn assemble(locals: Vec<Self::Local>, mesh: &Mesh<B::Device>, out: Placement) -> Self;
+    /// The result on `mesh` (handed over: a single tensor keeps it without another count on
+    /// the mesh).
+    fn assemble(locals: Vec<Self::Local>, mesh: Mesh<B::Device>, out: Placement) -> Self;
+    /// As [`Outputs::assemble`], from the values as the ranks make them.
+    fn assemble_from(
+        locals: impl Iterator<Item = Self::Local>,
+        mesh: Mesh<B::Device>,
+        out: Placement,
+    ) -> Self {
+        Self::assemble(locals.collect(), mesh, out)
+    }
     /// The result from rank 0's value and the values rank threads are computing for the other
     /// ranks, which have the shapes of rank 0's (the executor issues to rank threads only then).
     fn assemble_issued(
@@ -34,8 +44,16 @@ pub(crate) trait Outputs<B: Backend>: Sized {
 
 impl<B: Backend, K: Kind<B>> Outputs<B> for ShardedTensor<B, K> {
     type Local = K::P;
-    fn assemble(locals: Vec<K::P>, mesh: &Mesh<B::Device>, out: Placement) -> Self {
-        ShardedTensor::new(locals, out, mesh.clone())
+    fn assemble(locals: Vec<K::P>, mesh: Mesh<B::Device>, out: Placement) -> Self {
+        ShardedTensor::new(locals, out, mesh)
+    }
+    /// Straight into the tensor's parts: no list of the values in between.
+    fn assemble_from(
+        locals: impl Iterator<Item = K::P>,
+        mesh: Mesh<B::Device>,
+        out: Placement,
+    ) -> Self {
+        ShardedTensor::issued(locals.map(Part::Ready).collect(), out, mesh)
     }
     fn assemble_issued(
         first: K::P,
@@ -67,9 +85,9 @@ impl<B: Backend, K: Kind<B>> Outputs<B> for ShardedTensor<B, K> {
 
 impl<B: Backend, X: Outputs<B>, Y: Outputs<B>> Outputs<B> for (X, Y) {
     type Local = (X::Local, Y::Local);
-    fn assemble(locals: Vec<Self::Local>, mesh: &Mesh<B::Device>, out: Placement) -> Self {
+    fn assemble(locals: Vec<Self::Local>, mesh: Mesh<B::Device>, out: Placement) -> Self {
         let (x, y): (Vec<_>, Vec<_>) = locals.into_iter().unzip();
-        (X::assemble(x, mesh, out), Y::assemble(y, mesh, out))
+        (X::assemble(x, mesh.clone(), out), Y::assemble(y, mesh, out))
     }
     fn assemble_issued(
         (x, y): Self::Local,
@@ -94,17 +112,17 @@ impl<B: Backend, X: Outputs<B>, Y: Outputs<B>> Outputs<B> for (X, Y) {
 
 impl<B: Backend> Outputs<B> for TensorPrimitive<Sharded<B>> {
     type Local = TensorPrimitive<B>;
-    fn assemble(locals: Vec<TensorPrimitive<B>>, mesh: &Mesh<B::Device>, out: Placement) -> Self {
+    fn assemble(locals: Vec<TensorPrimitive<B>>, mesh: Mesh<B::Device>, out: Placement) -> Self {
         let quantized = |l: &TensorPrimitive<B>| matches!(l, TensorPrimitive::QFloat(_));
         if locals.iter().all(quantized) {
             let parts = locals.into_iter().filter_map(|l| match l {
                 TensorPrimitive::QFloat(q) => Some(q),
                 TensorPrimitive::Float(_) => None,
             });
-            TensorPrimitive::QFloat(ShardedTensor::new(parts.collect(), out, mesh.clone()))
+            TensorPrimitive::QFloat(ShardedTensor::new(parts.collect(), out, mesh))
         } else {
             let parts = locals.into_iter().map(TensorPrimitive::tensor).collect();
-            TensorPrimitive::Float(ShardedTensor::new(parts, out, mesh.clone()))
+            TensorPrimitive::Float(ShardedTensor::new(parts, out, mesh))
         }
     }
     /// Rank 0's value says whether the result is quantized; every rank's is alike.
@@ -163,12 +181,12 @@ macro_rules! struct_outputs {
     ($name:ident::new($($field:ident: $kind:ident),+)) => {
         impl<B: Backend> Outputs<B> for $name<Sharded<B>> {
             type Local = $name<B>;
-            fn assemble(locals: Vec<$name<B>>, mesh: &Mesh<B::Device>, out: Placement) -> Self {
+            fn assemble(locals: Vec<$name<B>>, mesh: Mesh<B::Device>, out: Placement) -> Self {
                 $(let mut $field = Vec::with_capacity(locals.len());)+
                 for l in locals {
                     $($field.push(l.$field);)+
                 }
-                $name::new($($kind::<B>::assemble($field, mesh, out)),+)
+                $name::new($($kind::<B>::assemble($field, mesh.clone(), out)),+)
             }
             fn assemble_issued(
                 first: $name<B>,
@@ -201,7 +219,7 @@ const ALIKE: &str = "firemesh: ranks disagree on which deformable-convolution gr
 /// either there on every rank or on none.
 impl<B: Backend> Outputs<B> for DeformConv2dBackward<Sharded<B>> {
     type Local = DeformConv2dBackward<B>;
-    fn assemble(locals: Vec<Self::Local>, mesh: &Mesh<B::Device>, out: Placement) -> Self {
+    fn assemble(locals: Vec<Self::Local>, mesh: Mesh<B::Device>, out: Placement) -> Self {
         let (mut x, mut off, mut w, mut mask, mut bias) = (vec![], vec![], vec![], vec![], vec![]);
         for l in locals {
             x.push(l.x_grad);
@@ -210,7 +228,7 @@ impl<B: Backend> Outputs<B> for DeformConv2dBackward<Sharded<B>> {
             mask.push(l.mask_grad);
             bias.push(l.bias_grad);
         }
-        let float = |v| Float::<B>::assemble(v, mesh, out);
+        let float = |v| Float::<B>::assemble(v, mesh.clone(), out);
         let optional = |v: Vec<Option<_>>| v.into_iter().collect::<Option<Vec<_>>>().map(float);
         DeformConv2dBackward::new(
             float(x),

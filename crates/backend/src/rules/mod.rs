@@ -20,7 +20,7 @@ pub(crate) mod reduce;
 use crate::kind::Kind;
 use crate::placement::{block_ranges, Placement};
 use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, TensorMetadata};
+use burn_backend::{Backend, Shape, TensorMetadata};
 
 /// What an op's body knows on one rank (the executor hands it over with the rank's share).
 pub(crate) struct Rank<'a> {
@@ -45,8 +45,8 @@ impl Rank<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Meta {
     pub placement: Placement,
-    /// The global shape.
-    pub shape: Vec<usize>,
+    /// The global shape (dims held inline up to 5: no allocation per operand and op).
+    pub shape: Shape,
     /// The block sizes along the sharded dim (`Shard` only).
     pub blocks: Option<Vec<usize>>,
     /// A `Partial` tensor with live clones, which share its sum once one of them is summed.
@@ -57,7 +57,7 @@ impl Meta {
     pub(crate) fn of<B: Backend, K: Kind<B>>(t: &ShardedTensor<B, K>) -> Self {
         Self {
             placement: t.placement(),
-            shape: t.shape().to_vec(),
+            shape: t.shape(),
             blocks: t.shard_sizes(),
             sum_shared: t.has_live_clones(),
         }
