@@ -4,7 +4,7 @@ use burn_tensor::Tensor;
 use clap::{Parser, Subcommand};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
 use firemesh_cli::options::{MeshOptions, RuntimeOptions};
-use firemesh_cli::train::{TrainConfig, TrainOptions};
+use firemesh_cli::train::{Stop, TrainConfig, TrainOptions};
 use firemesh_cli::{Error, Result};
 use firemesh_collective::{CollectiveRuntime, Collectives, DType, Group, ReduceOp};
 use std::time::Instant;
@@ -37,6 +37,12 @@ enum Command {
         /// steps are enough.
         #[arg(long, value_name = "FILE.json")]
         trace: Option<std::path::PathBuf>,
+        /// SIGTERM or SIGINT ends the run after its current step, with a checkpoint (exit code
+        /// 0; `--resume` goes on from it); a second signal, or this many seconds after the
+        /// first, ends it at once, naming the last good checkpoint (exit code 143). Preemptible
+        /// cloud machines give about 30 s of notice.
+        #[arg(long, value_name = "SECONDS", default_value_t = 25.0)]
+        stop_deadline: f64,
         #[command(flatten)]
         runtime: RuntimeOptions,
     },
@@ -98,8 +104,11 @@ fn main() {
     };
     let result = match cli.command {
         Command::Train {
-            options, runtime, ..
-        } => train(options, &runtime.config()),
+            options,
+            runtime,
+            stop_deadline,
+            ..
+        } => train(options, &runtime.config(), stop_deadline),
         Command::Simulate { options } => firemesh_cli::simulate::run(&options).map(|_| ()),
         Command::Bench { options, runtime } => {
             firemesh_cli::bench::run(&options, &runtime.config()).map(|_| ())
@@ -152,9 +161,15 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
     Ok(flush)
 }
 
-fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
+fn train(options: TrainOptions, runtime: &RuntimeConfig, stop_deadline: f64) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
-    let s = firemesh_cli::train::run_with(&config, runtime)?;
+    if !(stop_deadline.is_finite() && stop_deadline > 0.0) {
+        return Err(Error::Invalid(format!(
+            "--stop-deadline {stop_deadline}: must be a positive number of seconds"
+        )));
+    }
+    let stop = Stop::on_signals(std::time::Duration::from_secs_f64(stop_deadline))?;
+    let s = firemesh_cli::train::run_with(&config, runtime, &stop)?;
     if s.steps_this_run == 0 {
         println!(
             "the run in {} is already complete: {} steps, loss {:.4} -> {:.4}; nothing left to \
@@ -166,11 +181,14 @@ fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
         );
         return Ok(());
     }
+    let (outcome, steps) = match s.stopped_at {
+        Some(step) => ("stopped", format!("{step} of {}", s.steps)),
+        None => ("done", s.steps.to_string()),
+    };
     println!(
-        "done: loss {:.4} -> {:.4} over {} steps ({} in this run), {:.1} {}, {:.1}% of the time waiting for data, {} fallback op(s)",
+        "{outcome}: loss {:.4} -> {:.4} over {steps} steps ({} in this run), {:.1} {}, {:.1}% of the time waiting for data, {} fallback op(s)",
         s.first_loss,
         s.last_loss,
-        s.steps,
         s.steps_this_run,
         s.throughput,
         s.throughput_unit,
@@ -195,6 +213,16 @@ fn train(options: TrainOptions, runtime: &RuntimeConfig) -> Result<()> {
         "  metrics, summary, charts and checkpoints: {}",
         s.run_dir.display()
     );
+    if let Some(step) = s.stopped_at {
+        let checkpoint = s
+            .last_checkpoint
+            .as_deref()
+            .map_or(String::new(), |p| format!(", checkpoint {}", p.display()));
+        println!(
+            "stopped by a signal after step {step} of {}{checkpoint}; `--resume` goes on from there",
+            s.steps
+        );
+    }
     Ok(())
 }
 

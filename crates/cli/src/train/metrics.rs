@@ -118,6 +118,9 @@ pub struct Summary {
     /// Optimizer steps done in all, and in this process.
     pub steps: usize,
     pub steps_this_run: usize,
+    /// The step after which a stop (SIGTERM, SIGINT) ended the run, checkpointed: `--resume`
+    /// goes on from there. `None` when it ran to its end.
+    pub stopped_at: Option<usize>,
     pub epochs: f64,
     /// The loss of the run's first and last step (steps before a resume included).
     pub first_loss: f64,

@@ -15,12 +15,14 @@ mod metrics;
 mod pipeline;
 mod progress;
 mod run;
+mod stop;
 
 pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use metrics::{Record, Summary};
 pub use run::route_name;
+pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 
 use crate::{Error, Result};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
@@ -29,11 +31,12 @@ use std::path::{Path, PathBuf};
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
 /// run with the default [`RuntimeConfig`].
 pub fn run(config: &TrainConfig) -> Result<Summary> {
-    run_with(config, &RuntimeConfig::default())
+    run_with(config, &RuntimeConfig::default(), &Stop::never())
 }
 
-/// [`run`], its meshes run as `runtime` says.
-pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig) -> Result<Summary> {
+/// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
+/// checkpoint ([`Summary::stopped_at`]).
+pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> Result<Summary> {
     let mesh = DeviceMesh::discover(config.mesh, config.ranks, config.share_devices)?;
     let ranks = mesh.ranks();
     if config.batch < ranks {
@@ -84,6 +87,7 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig) -> Result<Summary
         run_dir,
         mesh_name: mesh.describe(),
         gpus,
+        stop: stop.clone(),
     };
     match &mesh {
         DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(runtime.cuda_mesh(d)?, job),

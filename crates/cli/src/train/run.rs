@@ -10,6 +10,7 @@ use super::gpu::{self, GpuMonitor};
 use super::metrics::{MetricsLog, Record, Summary};
 use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
+use super::stop::Stop;
 use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -37,6 +38,8 @@ pub struct Job {
     pub run_dir: PathBuf,
     pub mesh_name: String,
     pub gpus: GpuMonitor,
+    /// Asks the run to stop after its current step, with a checkpoint (a termination signal).
+    pub stop: Stop,
 }
 
 impl Job {
@@ -101,6 +104,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 start = ckpt.header.step.min(total);
                 samples_seen = ckpt.header.samples_seen;
                 println!("resuming from {} (step {start} of {total})", path.display());
+                job.stop.checkpoint_written(&path);
                 resumed_from = Some(path);
             }
             None if checkpoints.list().is_empty() => {
@@ -139,6 +143,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
     let mut last_checkpoint = None;
     let mut last_eval = None;
+    let mut stopped_at = None;
     let (begin, mut samples_this_run) = (Instant::now(), 0usize);
     for step in start..total {
         let _span = tracing::info_span!("step", step = step + 1).entered();
@@ -209,7 +214,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 last_eval = Some(record);
             }
         }
-        if done % c.checkpoint_every == 0 || done == total {
+        // A stop asked for (a termination signal) ends the run here, this step checkpointed.
+        let stopping = job.stop.requested() && done < total;
+        if done % c.checkpoint_every == 0 || done == total || stopping {
             let header = Header {
                 model: c.model,
                 model_config: job.net.fingerprint(),
@@ -234,7 +241,12 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             };
             let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
             tracing::debug!(path = %path.display(), "checkpoint written");
+            job.stop.checkpoint_written(&path);
             last_checkpoint = Some(path);
+        }
+        if stopping {
+            stopped_at = Some(done);
+            break;
         }
     }
     progress.finish();
@@ -247,7 +259,11 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             println!("{}", describe_eval(record));
         }
     }
-    let sample = generate_sample::<B>(&job, &model.valid(), &mesh)?;
+    let sample = match stopped_at {
+        // Stopped early: the time left goes to ending cleanly.
+        Some(_) => None,
+        None => generate_sample::<B>(&job, &model.valid(), &mesh)?,
+    };
     let charts = charts::draw(&job.run_dir, &metrics.records, job.unit())?;
     // Over the whole run, steps before a resume included (the log holds them).
     let step_losses = || {
@@ -265,7 +281,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         ranks,
         batch: c.batch,
         steps: total,
-        steps_this_run: total - start,
+        steps_this_run: stopped_at.unwrap_or(total) - start,
+        stopped_at,
         epochs: total as f64 / job.order.steps_per_epoch as f64,
         first_loss: step_losses().next().unwrap_or(f64::NAN),
         last_loss: step_losses().last().unwrap_or(f64::NAN),

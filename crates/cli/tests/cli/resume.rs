@@ -433,3 +433,168 @@ fn resuming_on_another_rank_count_keeps_the_global_batch() {
     assert_eq!(summary["batch"].as_u64(), Some(8));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Step records in the run's metrics so far.
+fn steps_logged(run_dir: &Path) -> usize {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.contains("\"kind\":\"step\""))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Spawns `firemesh ARGS` in `cwd`, its output piped.
+fn spawn(cwd: &Path, args: &[String]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_firemesh"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `run_dir` has logged `steps` steps (at most a minute).
+fn wait_for_steps(child: &mut std::process::Child, run_dir: &Path, steps: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while steps_logged(run_dir) < steps {
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        assert!(
+            Instant::now() < deadline,
+            "no {steps} steps within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(child: &std::process::Child, signal: i32) {
+    // SAFETY: a signal to our own child process, by its id.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+/// A preemption notice: SIGTERM during a run ends it after its step, with a checkpoint of that
+/// step, exit code 0 and the outcome in the summary and the last line; `--resume` then ends bit
+/// for bit where an uninterrupted run ends.
+#[test]
+fn sigterm_checkpoints_the_step_and_the_resumed_run_ends_bit_identical() {
+    let dir = scratch("sigterm");
+    // Checkpoints only at the end: the one before it is the signal's.
+    let extra =
+        format!("--samples 96 --eval-samples 16 --checkpoint-every 1000 --steps {STEPS} --seed 5");
+    let reference = dir.join("reference");
+    let out = cli(&dir, &strs(&train_args(&reference, &extra)));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = final_params(&reference);
+
+    let run = dir.join("stopped");
+    let mut child = spawn(&dir, &train_args(&run, &extra));
+    wait_for_steps(&mut child, &run, 5);
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let stopped = summary["stopped_at"].as_u64().expect("stopped_at") as usize;
+    assert!(
+        (5..STEPS).contains(&stopped),
+        "stopped after step {stopped}"
+    );
+    assert_eq!(checkpointed(&run), stopped, "the stop's checkpoint");
+    assert_eq!(steps_logged(&run), stopped, "every step done is logged");
+    let last = stdout.trim_end().lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&format!(
+            "stopped by a signal after step {stopped} of {STEPS}"
+        )),
+        "{last}"
+    );
+
+    let mut resume = train_args(&run, &extra);
+    resume.push("--resume".into());
+    let out = cli(&dir, &strs(&resume));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        final_params(&run),
+        want,
+        "the resumed run's final parameters differ"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A second signal does not wait for the step: the process ends at once with exit code 143,
+/// naming the last good checkpoint. (The two signals are delivered together: the process is
+/// stopped while they are sent, and SIGTERM and SIGINT do not merge as two SIGTERMs would.)
+#[test]
+fn a_second_signal_ends_the_run_at_once_naming_the_last_checkpoint() {
+    let dir = scratch("sigterm-twice");
+    let run = dir.join("run");
+    // Steps long enough (32×32 images in batches of 16) that the run cannot end its step
+    // before the signals are seen.
+    let args: Vec<String> = "train --mesh cpu --ranks 2 --image-size 32 --batch 16 --samples 96 \
+         --eval-samples 16 --checkpoint-every 1 --steps 200 --run-dir"
+        .split_whitespace()
+        .map(String::from)
+        .chain([run.display().to_string()])
+        .collect();
+    let mut child = spawn(&dir, &args);
+    wait_for_steps(&mut child, &run, 2);
+    signal(&child, libc::SIGSTOP);
+    signal(&child, libc::SIGTERM);
+    signal(&child, libc::SIGINT);
+    signal(&child, libc::SIGCONT);
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let line = stderr.lines().last().unwrap_or("");
+    assert!(
+        line.contains("stopped at once by a second signal"),
+        "{line}"
+    );
+    let newest = checkpointed(&run);
+    assert!(newest >= 2, "{newest}");
+    assert!(
+        line.contains("the last good checkpoint is") && line.contains("step-"),
+        "{line}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// When a stop stops waiting for the step: a second signal, or the deadline after the first.
+#[test]
+fn a_second_signal_or_the_deadline_forces_the_end() {
+    use firemesh_cli::train::forced_stop;
+    let (s, deadline) = (Duration::from_secs, Duration::from_secs(25));
+    assert_eq!(forced_stop(0, s(99), deadline), None, "no signal");
+    assert_eq!(forced_stop(1, s(24), deadline), None, "the step may finish");
+    let late = forced_stop(1, s(25), deadline).expect("the deadline passed");
+    assert!(late.contains("deadline of 25 s"), "{late}");
+    assert_eq!(
+        forced_stop(2, s(0), deadline).as_deref(),
+        Some("a second signal")
+    );
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
