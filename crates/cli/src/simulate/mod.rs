@@ -93,8 +93,9 @@ pub struct SimulateOptions {
     // per-kernel figures were not re-checked against a stored copy when this default was set.
     #[arg(long, default_value_t = 4.0)]
     pub launch_us: f64,
-    /// With --firemesh: the ranks' ops issued on rank threads (`FIREMESH_RANK_THREADS=1`; a
-    /// core per rank), each rank's launches on its own thread, instead of in turn from one.
+    /// With --firemesh: the ranks' ops issued on rank threads (as `firemesh train
+    /// --rank-threads on` runs a mesh; a core per rank), each rank's launches on its own
+    /// thread, instead of in turn from one.
     #[arg(long)]
     pub rank_threads: bool,
     /// Folder for simulate.json, simulate.md and the charts.
