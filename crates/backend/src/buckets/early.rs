@@ -3,9 +3,10 @@
 //! Each gradient an op makes for a parameter (the ops that exist for that:
 //! `linear_weight_backward`, `linear_bias_backward`, `conv2d_weight_backward`,
 //! `conv2d_bias_backward`, …) joins the open bucket of the [`EarlyBuckets`] that the calling
-//! thread armed on its mesh, and a bucket is summed as soon as it holds `bucket_bytes`, while the rest of the backward pass is still to be issued. The
-//! gradient keeps its `Partial` placement and carries the sum (as clones of a `Partial` tensor
-//! do), so the optimizer's [`super::sum_in_buckets`] finds it summed.
+//! thread armed on its mesh, and a bucket is summed as soon as it holds `bucket_bytes`, while
+//! the rest of the backward pass is still to be issued. The gradient keeps its `Partial`
+//! placement and carries the sum (as clones of a `Partial` tensor do), so the optimizer's
+//! [`super::sum_in_buckets`] finds it summed.
 //!
 //! Where the sum runs: on a communication thread, beside the rest of the backward pass;
 //! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
@@ -40,10 +41,11 @@ use std::time::Instant;
 /// being summed. A training loop owns one and arms it on its mesh around each backward pass
 /// ([`EarlyBuckets::arm`]); while it is armed, every parameter gradient an op of that thread
 /// makes on that mesh joins its open bucket (a backward pass runs on the thread that calls it;
-/// another thread's training loop on the same mesh keeps its own buckets), and a bucket is summed as soon as it holds `bucket_bytes`. The bucket
-/// still open when the optimizer runs is summed there, with the gradients no op marks as a
-/// parameter's (BatchNorm's, for instance), by [`super::sum_in_buckets`] after
-/// [`EarlyBuckets::close`]. A step's collectives stay at most ceil(gradient bytes / bucket bytes)
+/// another thread's training loop on the same mesh keeps its own buckets), and a bucket is
+/// summed as soon as it holds `bucket_bytes`. The bucket still open when the optimizer runs is
+/// summed there, with the gradients no op marks as a parameter's (BatchNorm's, for instance),
+/// by [`super::sum_in_buckets`] after [`EarlyBuckets::close`]. A step's collectives stay at most
+/// ceil(gradient bytes / bucket bytes)
 /// as long as every early bucket holds at least `bucket_bytes`: all do but one cut short by a
 /// change of dtype or mesh, or one holding a gradient that was only an addend of a parameter's
 /// (a parameter used twice).

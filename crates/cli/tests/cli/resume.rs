@@ -17,7 +17,12 @@ const STEPS: usize = 60;
 /// `firemesh train` on 2 CPU ranks, 8×8 synthetic images in batches of 8, into `run_dir`;
 /// then `extra`.
 fn train_args(run_dir: &Path, extra: &str) -> Vec<String> {
-    "train --mesh cpu --ranks 2 --image-size 8 --batch 8 --run-dir"
+    sized_args("--image-size 8 --batch 8", run_dir, extra)
+}
+
+/// `firemesh train` on 2 CPU ranks of synthetic images of `sizes`, into `run_dir`; then `extra`.
+fn sized_args(sizes: &str, run_dir: &Path, extra: &str) -> Vec<String> {
+    format!("train --mesh cpu --ranks 2 {sizes} --run-dir")
         .split_whitespace()
         .map(String::from)
         .chain([run_dir.display().to_string()])
@@ -404,7 +409,7 @@ fn damaged_and_foreign_checkpoints_and_a_diverging_loss() {
 fn resuming_on_another_rank_count_keeps_the_global_batch() {
     let dir = scratch("reshape");
     let run = dir.join("run");
-    let go = |a: Vec<String>| cli(&dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    let go = |a: Vec<String>| cli(&dir, &strs(&a));
     let first = go(train_args(
         &run,
         "--samples 64 --checkpoint-every 2 --steps 4",
@@ -545,12 +550,11 @@ fn a_second_signal_ends_the_run_at_once_naming_the_last_checkpoint() {
     let run = dir.join("run");
     // Steps long enough (32×32 images in batches of 16) that the run cannot end its step
     // before the signals are seen.
-    let args: Vec<String> = "train --mesh cpu --ranks 2 --image-size 32 --batch 16 --samples 96 \
-         --eval-samples 16 --checkpoint-every 1 --steps 200 --run-dir"
-        .split_whitespace()
-        .map(String::from)
-        .chain([run.display().to_string()])
-        .collect();
+    let args = sized_args(
+        "--image-size 32 --batch 16",
+        &run,
+        "--samples 96 --eval-samples 16 --checkpoint-every 1 --steps 200",
+    );
     let mut child = spawn(&dir, &args);
     wait_for_steps(&mut child, &run, 2);
     signal(&child, libc::SIGSTOP);
