@@ -13,6 +13,7 @@
 //! through `route.rs`, the one route for sums and gathers across ranks.
 
 mod api;
+mod autocast;
 mod backend;
 pub mod buckets;
 mod data;
@@ -31,6 +32,7 @@ pub mod stats;
 mod tensor;
 
 pub use api::*;
+pub use autocast::Autocasting;
 pub use backend::Sharded;
 pub use mesh::{Mesh, MeshConfig, MeshError, MESH_TYPE_ID};
 pub use placement::Placement;

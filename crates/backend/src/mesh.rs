@@ -4,7 +4,7 @@
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
 use crate::exec::lanes::{Lanes, DEFAULT_POLL};
-use burn_backend::{DeviceId, DeviceOps};
+use burn_backend::{DeviceId, DeviceOps, FloatDType};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,7 +47,42 @@ struct MeshInner<D> {
     /// The early gradient buckets armed here (an `EarlyBuckets`' state), by the thread that
     /// armed them: a backward pass sums into the buckets its own thread armed, so two training
     /// loops on one mesh (the same device list gives the same mesh) keep their buckets apart.
-    early_buckets: Mutex<Vec<(ThreadId, Arc<dyn Any + Send + Sync>)>>,
+    early_buckets: PerThread<Arc<dyn Any + Send + Sync>>,
+    /// The precision that matrix products and convolutions run in, by the thread that armed it
+    /// (`autocast.rs`); none armed: the operands' own.
+    autocast: PerThread<FloatDType>,
+}
+
+/// A value armed on a mesh for one thread: what a training loop sets for the ops it issues,
+/// apart from another loop's on the same mesh.
+struct PerThread<T>(Mutex<Vec<(ThreadId, T)>>);
+
+impl<T: Clone> PerThread<T> {
+    fn new() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+
+    /// Arms `value` for `thread`, or disarms with `None`; returns what was armed for it before.
+    fn swap(&self, thread: ThreadId, value: Option<T>) -> Option<T> {
+        let mut armed = locked(&self.0);
+        let at = armed.iter().position(|(t, _)| *t == thread);
+        match (at, value) {
+            (Some(i), Some(v)) => Some(std::mem::replace(&mut armed[i].1, v)),
+            (Some(i), None) => Some(armed.swap_remove(i).1),
+            (None, Some(v)) => {
+                armed.push((thread, v));
+                None
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// What the calling thread armed.
+    fn current(&self) -> Option<T> {
+        let me = std::thread::current().id();
+        let armed = locked(&self.0);
+        armed.iter().find(|(t, _)| *t == me).map(|(_, v)| v.clone())
+    }
 }
 
 impl<D: 'static> MeshInner<D> {
@@ -66,7 +101,8 @@ impl<D: 'static> MeshInner<D> {
             lanes: OnceLock::new(),
             collectives: Default::default(),
             streams: Mutex::new((seed, 0)),
-            early_buckets: Mutex::new(Vec::new()),
+            early_buckets: PerThread::new(),
+            autocast: PerThread::new(),
         }
     }
 }
@@ -292,27 +328,27 @@ impl<D> Mesh<D> {
         thread: ThreadId,
         buckets: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Option<Arc<dyn Any + Send + Sync>> {
-        let mut armed = locked(&self.inner.early_buckets);
-        let at = armed.iter().position(|(t, _)| *t == thread);
-        match (at, buckets) {
-            (Some(i), Some(b)) => Some(std::mem::replace(&mut armed[i].1, b)),
-            (Some(i), None) => Some(armed.swap_remove(i).1),
-            (None, Some(b)) => {
-                armed.push((thread, b));
-                None
-            }
-            (None, None) => None,
-        }
+        self.inner.early_buckets.swap(thread, buckets)
     }
 
     /// The early gradient buckets the calling thread armed here, if any.
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        let me = std::thread::current().id();
-        let armed = locked(&self.inner.early_buckets);
-        armed
-            .iter()
-            .find(|(thread, _)| *thread == me)
-            .map(|(_, b)| b.clone())
+        self.inner.early_buckets.current()
+    }
+
+    /// Sets the precision of `thread`'s matrix products and convolutions here (`None`: their
+    /// operands' own); returns the one set before.
+    pub(crate) fn swap_autocast(
+        &self,
+        thread: ThreadId,
+        dtype: Option<FloatDType>,
+    ) -> Option<FloatDType> {
+        self.inner.autocast.swap(thread, dtype)
+    }
+
+    /// The precision the calling thread set for its matrix products and convolutions here.
+    pub(crate) fn autocast_dtype(&self) -> Option<FloatDType> {
+        self.inner.autocast.current()
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, (u64, u64)> {

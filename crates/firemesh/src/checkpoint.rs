@@ -12,6 +12,7 @@
 //! damaged later. The newest `keep` are kept.
 
 use crate::optim::{OptimizerKind, Schedule};
+use crate::precision::{Precision, ScalerState};
 use crate::{Error, Result};
 use firemesh_datasets::SamplerPosition;
 use firemesh_zoo::ModelName;
@@ -39,6 +40,12 @@ pub struct Header {
     pub ranks: usize,
     pub batch: usize,
     pub samples_seen: u64,
+    /// The run's precision (checkpoints written before mixed precision existed are f32's).
+    #[serde(default)]
+    pub precision: Precision,
+    /// The loss scaler's state (f16): a resumed run scales as the interrupted one would have.
+    #[serde(default)]
+    pub loss_scaler: Option<ScalerState>,
 }
 
 /// A checkpoint's contents.

@@ -7,6 +7,7 @@
 pub use error::{Error, Result};
 pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
+pub use precision::{LossScaler, LossScaling, Precision};
 pub use trainer::{StepReport, Trainer};
 
 pub mod alloc;
@@ -15,4 +16,5 @@ mod error;
 pub mod grads;
 pub mod mesh;
 pub mod optim;
+pub mod precision;
 pub mod trainer;

@@ -25,9 +25,10 @@
 //! keep the one-line path: [`crate::grads::Bucketed`].
 
 use crate::grads::reduce_gradients;
+use crate::precision::{LossScaler, LossScaling, Precision, ScalerState};
 use crate::{Error, Result};
 use burn::backend::Autodiff;
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
@@ -49,6 +50,10 @@ pub struct Trainer<A: AutodiffBackend, M, O> {
     seed: Option<u64>,
     device: A::Device,
     sums: Option<Sums<A, M>>,
+    precision: Precision,
+    /// Arms the precision on the device for the forward and backward pass (meshes only).
+    autocast: Option<fn(&A::Device, Precision) -> Box<dyn Any>>,
+    scaler: Option<LossScaler>,
 }
 
 /// How a mesh's gradients are summed over its ranks.
@@ -73,6 +78,11 @@ pub struct StepReport {
     /// What the mesh counted during the step: ops, sums and gathers by route, fallbacks,
     /// time in communication.
     pub counts: stats::Counts,
+    /// The loss scale the step's gradients were computed with (f16).
+    pub loss_scale: Option<f64>,
+    /// Whether the update was skipped: the scaled gradients held an inf or a NaN (the scale is
+    /// halved for the next step).
+    pub skipped: bool,
 }
 
 impl StepReport {
@@ -105,6 +115,20 @@ where
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
 
+    /// Computes matrix products and convolutions in `precision` (forward and backward; the
+    /// rest, the parameters and the optimizer state stay f32), with dynamic loss scaling under
+    /// f16 ([`LossScaling::default`] until [`Trainer::with_loss_scaling`]). Fails, naming the
+    /// device, when a rank's device cannot compute in it.
+    pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
+        precision.check::<B>(self.device.devices())?;
+        self.precision = precision;
+        self.autocast = (precision != Precision::F32).then_some(arm_autocast::<B> as _);
+        if precision.scales_loss() && self.scaler.is_none() {
+            self.scaler = Some(LossScaler::new(LossScaling::default()));
+        }
+        Ok(self)
+    }
+
     /// Buckets summed only at the optimizer step, after the backward pass (for comparisons).
     pub fn without_early_buckets(mut self) -> Self {
         if let Some(sums) = &mut self.sums {
@@ -112,6 +136,11 @@ where
         }
         self
     }
+}
+
+/// Arms a precision on a mesh for one forward and backward pass.
+fn arm_autocast<B: Backend>(mesh: &Mesh<B::Device>, precision: Precision) -> Box<dyn Any> {
+    Box::new(mesh.autocast(precision.dtype()))
 }
 
 /// Arms early buckets on a mesh for one backward pass.
@@ -139,7 +168,33 @@ where
             seed: None,
             device,
             sums,
+            precision: Precision::F32,
+            autocast: None,
+            scaler: None,
         }
+    }
+
+    /// Scales the loss dynamically ([`LossScaler`]), whatever the precision; f16 does by
+    /// default. Validates `scaling`.
+    pub fn with_loss_scaling(mut self, scaling: LossScaling) -> Result<Self> {
+        self.scaler = Some(LossScaler::new(scaling.validated()?));
+        Ok(self)
+    }
+
+    /// Goes on with the loss scale of a resumed run (a checkpoint's [`ScalerState`]), under
+    /// `scaling`.
+    pub fn with_loss_scaler(mut self, scaling: LossScaling, state: ScalerState) -> Result<Self> {
+        self.scaler = Some(LossScaler::resumed(scaling.validated()?, state));
+        Ok(self)
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// The loss scaler, when the loss is scaled.
+    pub fn loss_scaler(&self) -> Option<&LossScaler> {
+        self.scaler.as_ref()
     }
 
     /// The learning rate of each step (given the step's index from 0).
@@ -163,7 +218,10 @@ where
 
     /// One step: `loss` (the forward pass and the loss of the model's batch), the backward
     /// pass, the gradients summed over the ranks, the optimizer's update. The loss is read back,
-    /// so the step's work has been issued to every device when it returns.
+    /// so the step's work has been issued to every device when it returns. With a loss scaler,
+    /// the backward pass starts from the scaled loss, the gradients are divided by the scale,
+    /// and a step whose gradients are not all finite skips the update (it still counts as a
+    /// step: its batch was used).
     pub fn step(&mut self, loss: impl FnOnce(&M) -> Result<Tensor<A, 1>>) -> Result<StepReport> {
         let index = self.step;
         let lr = (self.lr)(index);
@@ -173,8 +231,11 @@ where
         let model = self.model.take().ok_or_else(|| {
             Error::Invalid("the trainer lost its model in an earlier failed step".into())
         })?;
-        let (sums, device, optimizer) = (&self.sums, &self.device, &mut self.optimizer);
+        let (sums, device) = (&self.sums, &self.device);
+        let scale = self.scaler.as_ref().map(LossScaler::scale);
+        let (precision, autocast) = (self.precision, self.autocast);
         let (outcome, counts) = stats::count(|| {
+            let autocasting = autocast.map(|arm| arm(device, precision));
             let loss = match loss(&model) {
                 Ok(loss) => loss,
                 Err(e) => return Err((model, e)),
@@ -182,21 +243,32 @@ where
             let armed = sums
                 .as_ref()
                 .and_then(|s| s.early.as_ref().map(|early| (s.arm)(early, device)));
-            let grads = loss.backward();
+            let grads = match scale {
+                Some(scale) => loss.clone().mul_scalar(scale).backward(),
+                None => loss.backward(),
+            };
             drop(armed);
+            drop(autocasting);
             let mut grads = GradientsParams::from_grads(grads, &model);
             let collectives = sums.as_ref().map_or(0, |s| {
                 (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref())
             });
+            let finite = scale.is_none_or(|scale| unscale(&model, &mut grads, 1.0 / scale));
             let loss: f64 = loss.into_scalar().elem();
-            Ok((optimizer.step(lr, model, grads), loss, collectives))
+            Ok((finite, model, grads, loss, collectives))
         });
-        let (model, loss, collectives) = match outcome {
+        let (finite, model, grads, loss, collectives) = match outcome {
             Ok(stepped) => stepped,
             Err((model, e)) => {
                 self.model = Some(model);
                 return Err(e);
             }
+        };
+        let apply = self.scaler.as_mut().is_none_or(|s| s.update(finite));
+        let model = if apply {
+            self.optimizer.step(lr, model, grads)
+        } else {
+            model
         };
         self.model = Some(model);
         self.step += 1;
@@ -207,6 +279,8 @@ where
             gradient_collectives: collectives,
             early_gradient_collectives: counts.early_buckets as usize,
             counts,
+            loss_scale: scale,
+            skipped: !apply,
         })
     }
 
@@ -234,4 +308,41 @@ where
 /// The seed of step `step`'s random draws: the run's seed and the step mixed.
 fn step_seed(seed: u64, step: usize) -> u64 {
     firemesh_rng::mix(seed, step as u64)
+}
+
+/// Divides every parameter gradient of `model` in `grads` by the loss scale (multiplies by
+/// `inverse`); returns whether all of them are finite. The test reads one number, the sum of
+/// every gradient's sum, which is finite exactly when no element is an inf or a NaN (barring
+/// an f32 overflow of the sum itself, a step worth skipping too).
+fn unscale<A: AutodiffBackend, M: AutodiffModule<A>>(
+    model: &M,
+    grads: &mut GradientsParams,
+    inverse: f64,
+) -> bool {
+    struct Unscale<'a, A: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        inverse: f64,
+        total: Option<Tensor<A::InnerBackend, 1>>,
+    }
+    impl<A: AutodiffBackend> ModuleVisitor<A> for Unscale<'_, A> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<A, D>>) {
+            if let Some(g) = self.grads.remove::<A::InnerBackend, D>(param.id) {
+                let g = g.mul_scalar(self.inverse);
+                let sum = g.clone().sum();
+                self.total = Some(match self.total.take() {
+                    Some(total) => total + sum,
+                    None => sum,
+                });
+                self.grads.register::<A::InnerBackend, D>(param.id, g);
+            }
+        }
+    }
+    let mut pass = Unscale::<A> {
+        grads,
+        inverse,
+        total: None,
+    };
+    model.visit(&mut pass);
+    pass.total
+        .is_none_or(|t| t.into_scalar().elem::<f64>().is_finite())
 }

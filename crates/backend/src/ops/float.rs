@@ -328,7 +328,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_max_abs_dim(tensor: FloatTensor<Self>; dim: usize) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, matmul::matmul;
+    by_rule! { B, autocast matmul::matmul;
         fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 

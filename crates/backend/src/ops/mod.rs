@@ -8,7 +8,27 @@
 /// `$rule` plans from the operands' metas; it may use the methods' other arguments by name.
 /// `$rule => $then`: each result then goes through `$then` (parameter gradients through
 /// `buckets::gradient_made`).
+/// `autocast $rule`: the same, for ops that multiply. Where the calling thread armed a lower
+/// precision on the mesh (`crate::autocast`), the f32 operands are cast to it first and the
+/// result cast back to f32 (before `$then`, so a parameter gradient joins its bucket in f32).
 macro_rules! by_rule {
+    ($inner:ident, autocast $rule:expr => $then:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+        fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
+            let low = $crate::autocast::wanted(&$lead);
+            let $lead = $crate::autocast::Operand::lowered($lead, low);
+            $(let $t = $crate::autocast::Operand::lowered($t, low);)*
+            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
+            let out = $crate::exec::run(stringify!($name), ($lead, $($t,)*), $rule, move |_, ($lead, $($t,)*)| {
+                #[allow(unused_variables)]
+                let ($($($a,)+)?) = &kept;
+                $inner::$name($lead, $($t,)* $($($crate::ops::Lend::lend($a)),+)?)
+            });
+            $then($crate::autocast::restored(out, low))
+        }
+    )*};
+    ($inner:ident, autocast $rule:expr; $($body:tt)*) => {
+        by_rule! { $inner, autocast $rule => ::core::convert::identity; $($body)* }
+    };
     ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);

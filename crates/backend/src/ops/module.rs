@@ -70,7 +70,7 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         B::has_ctc_loss_backward()
     }
 
-    by_rule! { B, conv::forward;
+    by_rule! { B, autocast conv::forward;
         fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<1>) -> FloatTensor<Self>;
         fn conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<2>) -> FloatTensor<Self>;
         fn conv3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<3>) -> FloatTensor<Self>;
@@ -79,30 +79,33 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, conv::x_backward;
+    by_rule! { B, autocast conv::x_backward;
         fn conv1d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<1>) -> FloatTensor<Self>;
         fn conv2d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<2>) -> FloatTensor<Self>;
         fn conv3d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, conv::transposed_x_backward;
+    by_rule! { B, autocast conv::transposed_x_backward;
         fn conv_transpose1d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
         fn conv_transpose2d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
         fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, conv::parameter_backward => crate::buckets::gradient_made;
+    by_rule! { B, autocast conv::parameter_backward => crate::buckets::gradient_made;
         fn conv1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<1>) -> FloatTensor<Self>;
-        fn conv1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<2>) -> FloatTensor<Self>;
-        fn conv2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<3>) -> FloatTensor<Self>;
-        fn conv3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv_transpose1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
-        fn conv_transpose1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv_transpose2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
-        fn conv_transpose2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv_transpose3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, conv::parameter_backward => crate::buckets::gradient_made;
+        fn conv1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn conv2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn conv3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn conv_transpose1d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn conv_transpose2d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn conv_transpose3d_bias_backward(x: FloatTensor<Self>, bias: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
@@ -132,16 +135,19 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         fn embedding_backward(weights: FloatTensor<Self>, output_grad: FloatTensor<Self>, indices: IntTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, linear::forward;
+    by_rule! { B, autocast linear::forward;
         fn linear(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, linear::forward;
         fn layer_norm(tensor: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: Option<FloatTensor<Self>>; epsilon: f64) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, linear::x_backward;
+    by_rule! { B, autocast linear::x_backward;
         fn linear_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, linear::weight_backward => crate::buckets::gradient_made;
+    by_rule! { B, autocast linear::weight_backward => crate::buckets::gradient_made;
         fn linear_weight_backward(x: FloatTensor<Self>, output_grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 

@@ -4,6 +4,7 @@
 mod common;
 
 mod api;
+mod autocast;
 mod early_buckets;
 mod empty_blocks;
 mod errors;

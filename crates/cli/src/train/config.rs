@@ -5,6 +5,7 @@
 use crate::options::{self, at_least_one, MeshOptions};
 use crate::{Error, Result};
 use firemesh::mesh::MeshKind;
+use firemesh::precision::{LossScaling, Precision};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -198,6 +199,16 @@ pub struct TrainOptions {
     /// Tokenizer of text data: bytes or gpt2:DIR [default: bytes].
     #[arg(long, value_name = "TOKENIZER")]
     pub tokenizer: Option<TokenizerSpec>,
+    /// Precision of matrix products and convolutions: f32, bf16 (f32 elsewhere) or f16 (f32
+    /// elsewhere, with dynamic loss scaling) [default: f32].
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
+    /// f16: clean steps in a row after which the loss scale doubles [default: 2000].
+    #[arg(long, value_name = "STEPS")]
+    pub loss_scale_interval: Option<usize>,
+    /// f16: the first loss scale [default: 65536].
+    #[arg(long, value_name = "SCALE")]
+    pub loss_scale: Option<f64>,
     /// Gradients are summed over the ranks in buckets of this many MiB [default: 25].
     #[arg(long, value_name = "MIB")]
     pub bucket_mib: Option<f64>,
@@ -296,6 +307,9 @@ pub struct TrainConfig {
     pub eval_samples: usize,
     pub seq_len: Option<usize>,
     pub tokenizer: TokenizerSpec,
+    pub precision: Precision,
+    /// How the loss scale of f16 moves.
+    pub loss_scaling: LossScaling,
     /// Bytes of a gradient bucket.
     pub bucket_bytes: usize,
     pub prefetch: usize,
@@ -376,6 +390,12 @@ impl TrainConfig {
         }
         let seq_len = o.seq_len.map(options::seq_len).transpose()?;
         let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
+        let defaults = LossScaling::default();
+        let loss_scaling = LossScaling {
+            initial: o.loss_scale.unwrap_or(defaults.initial),
+            growth_interval: o.loss_scale_interval.unwrap_or(defaults.growth_interval),
+        }
+        .validated()?;
         Ok(Self {
             model,
             data,
@@ -400,6 +420,8 @@ impl TrainConfig {
             eval_samples: o.eval_samples.unwrap_or(512),
             seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
+            precision: o.precision.unwrap_or_default(),
+            loss_scaling,
             bucket_bytes,
             prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,
             workers: at_least_one("--workers", o.workers.unwrap_or(2))?,

@@ -27,6 +27,12 @@ pub enum Record {
         elapsed_s: f64,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         gpus: Vec<GpuSample>,
+        /// The loss scale of this step's gradients (f16).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        loss_scale: Option<f64>,
+        /// The update was skipped: the scaled gradients held an inf or a NaN.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        skipped: bool,
     },
     Eval {
         step: usize,
@@ -130,6 +136,15 @@ pub struct Summary {
     /// Over this process's steps, counting the samples actually processed.
     pub throughput: f64,
     pub seconds: f64,
+    /// What matrix products and convolutions computed in.
+    #[serde(default)]
+    pub precision: firemesh::Precision,
+    /// Steps whose update was skipped for non-finite gradients (f16 loss scaling), over the
+    /// whole run, and the loss scale at the end.
+    #[serde(default)]
+    pub skipped_steps: u64,
+    #[serde(default)]
+    pub loss_scale: Option<f64>,
     /// Share of the training time spent waiting for input batches.
     pub data_wait_fraction: f64,
     pub last_eval: Option<Record>,

@@ -18,7 +18,8 @@ use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use firemesh::checkpoint::{Checkpoint, CheckpointDir, Header};
 use firemesh::optim::{AnyOptimizer, Schedule};
-use firemesh::Trainer;
+use firemesh::precision::ScalerState;
+use firemesh::{Precision, Trainer};
 use firemesh_backend::{from_shards, from_shards_int, Mesh, MeshBackend, Route, Sharded};
 use firemesh_gpt::Sampling;
 use firemesh_zoo::{Batch, EvalCounts, Net, NetConfig};
@@ -88,6 +89,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let mut optim = AnyOptimizer::<Net<Ad<B>>, Ad<B>>::new(c.optimizer, c.momentum, c.weight_decay);
     let checkpoints = CheckpointDir::new(&job.run_dir);
     let (mut start, mut samples_seen, mut resumed_from) = (0, 0u64, None);
+    let mut scaler_state: Option<ScalerState> = None;
     if c.resume {
         match checkpoints.newest_valid(|w| eprintln!("warning: {w}")) {
             Some((path, ckpt)) => {
@@ -103,6 +105,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 optim = optim.load_bytes(ckpt.optimizer, &mesh)?;
                 start = ckpt.header.step.min(total);
                 samples_seen = ckpt.header.samples_seen;
+                scaler_state = ckpt.header.loss_scaler;
                 println!("resuming from {} (step {start} of {total})", path.display());
                 job.stop.checkpoint_written(&path);
                 resumed_from = Some(path);
@@ -126,7 +129,14 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         // Random draws (dropout) depend on the seed and the step only: a resumed run makes
         // the same ones.
         .with_step_seeds(c.seed)
-        .starting_at(start);
+        .starting_at(start)
+        .with_precision(c.precision)?;
+    if c.precision.scales_loss() {
+        trainer = match scaler_state {
+            Some(state) => trainer.with_loss_scaler(c.loss_scaling, state)?,
+            None => trainer.with_loss_scaling(c.loss_scaling)?,
+        };
+    }
     let mut metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(start))?;
     let mut input = Prefetcher::<B>::start(
         job.data.train.clone(),
@@ -161,6 +171,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let batch = to_mesh::<Ad<B>>(&mesh, batch_in.parts)?;
         let report = trainer.step(|model| Ok(model.loss(batch)?))?;
         let (loss, lr, counts) = (report.loss, report.lr, report.counts);
+        let (loss_scale, skipped) = (report.loss_scale, report.skipped);
         gradient_collectives = report.gradient_collectives;
         early_gradient_collectives = report.early_gradient_collectives;
         if !loss.is_finite() {
@@ -204,6 +215,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             data_wait_s: (input.waited - waited_before).as_secs_f64(),
             elapsed_s: begin.elapsed().as_secs_f64(),
             gpus,
+            loss_scale,
+            skipped,
         })?;
         let epoch_end = done % job.order.steps_per_epoch == 0;
         if epoch_end || done == total {
@@ -228,6 +241,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 ranks,
                 batch: c.batch,
                 samples_seen,
+                precision: c.precision,
+                loss_scaler: trainer.loss_scaler().map(|s| s.state()),
             };
             let checkpoint = Checkpoint {
                 header,
@@ -251,6 +266,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     }
     progress.finish();
     let seconds = begin.elapsed().as_secs_f64();
+    let scaler = trainer.loss_scaler().map(|s| s.state());
     let model = trainer.into_model();
     if start == total {
         let epoch = job.order.position(total).epoch;
@@ -289,6 +305,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         throughput_unit: job.unit().into(),
         throughput: samples_this_run as f64 * job.per_sample() as f64 / seconds.max(1e-9),
         seconds,
+        precision: c.precision,
+        skipped_steps: scaler.map_or(0, |s| s.skipped_steps),
+        loss_scale: scaler.map(|s| s.scale),
         data_wait_fraction: input.waited.as_secs_f64() / seconds.max(1e-9),
         last_eval,
         fallbacks,
@@ -305,6 +324,14 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     };
     summary.write()?;
     Ok(summary)
+}
+
+/// Evaluation and sampling compute in the run's precision, as its steps do.
+fn autocast<D: 'static>(
+    mesh: &Mesh<D>,
+    precision: Precision,
+) -> Option<firemesh_backend::Autocasting<D>> {
+    (precision != Precision::F32).then(|| mesh.autocast(precision.dtype()))
 }
 
 /// CRC-32 of every parameter's values (f32 bits, in module order), as hex: two runs with the
@@ -341,6 +368,12 @@ fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) 
             h.seed,
             h.optimizer
         )));
+    }
+    if h.precision != c.precision {
+        println!(
+            "note: the checkpoint was written by a {} run; continuing in {} (parameters and optimizer state are f32 in both)",
+            h.precision, c.precision
+        );
     }
     if h.ranks != ranks {
         println!(
@@ -390,6 +423,7 @@ fn evaluate<B: Backend>(
 ) -> Result<Option<Record>> {
     let _span = tracing::info_span!("evaluate", step).entered();
     let c = &job.config;
+    let _autocast = autocast(mesh, c.precision);
     let split = &job.data.eval;
     let mut total = EvalCounts::default();
     for chunk in eval_chunks(split.len(), c.eval_samples, c.batch, mesh.len()) {
@@ -445,6 +479,7 @@ fn generate_sample<B: Backend>(
     else {
         return Ok(None);
     };
+    let _autocast = autocast(mesh, job.config.precision);
     let prompt: Vec<u32> = corpus.tokens().iter().take(8).copied().collect();
     let sampling = Sampling::Temperature {
         temperature: 0.8,

@@ -107,9 +107,50 @@ fn bad_options_and_sizes_are_named() {
             &["train", "--mesh", "cpu", "--resume"],
             "no earlier run of resnet-tiny",
         ),
+        (
+            &["train", "--precision", "fp8"],
+            "invalid value 'fp8' for '--precision",
+        ),
+        (
+            &["train", "--precision", "f16", "--loss-scale", "0"],
+            "the initial loss scale must be a finite positive number, got 0",
+        ),
+        (
+            &["train", "--precision", "f16", "--loss-scale-interval", "0"],
+            "growth interval must be at least 1 step",
+        ),
     ];
     for (args, names) in cases {
         fails(&cwd, args, names);
+    }
+    // WGSL has no bf16: refused before the run folder exists, naming the rank and its device.
+    // (Mesa's driver may warn on stderr first, about the environment: the error is the last
+    // line.)
+    if firemesh_collective::wgpu_devices::wgpu_adapter().is_ok() {
+        let before = snapshot(&cwd);
+        let args = [
+            "train",
+            "--mesh",
+            "wgpu",
+            "--ranks",
+            "1",
+            "--precision",
+            "bf16",
+        ];
+        let out = cli(&cwd, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        let last = stderr.trim_end().lines().last().unwrap_or("");
+        let names = "rank 0's device (cubecl<wgpu<wgsl>>";
+        assert!(
+            last.starts_with("error: --precision bf16: ") && last.contains(names),
+            "{stderr}"
+        );
+        assert!(
+            last.ends_with("does not compute in bf16 (WGSL has no bf16 type)"),
+            "{stderr}"
+        );
+        assert!(snapshot(&cwd) == before, "the refused run wrote files");
     }
     if firemesh_collective::probe::usable_cuda_devices().is_err() {
         fails(&cwd, &["train", "--mesh", "cuda"], "cannot be used");

@@ -484,10 +484,32 @@ fn signal(child: &std::process::Child, signal: i32) {
 /// for bit where an uninterrupted run ends.
 #[test]
 fn sigterm_checkpoints_the_step_and_the_resumed_run_ends_bit_identical() {
-    let dir = scratch("sigterm");
+    sigterm_and_resume("sigterm", "");
+}
+
+/// The same in f16, its loss scale starting far too high: the first steps overflow and are
+/// skipped, and the scale moves all run long (doubling every 3 clean steps), so a resumed run
+/// that did not go on with the checkpoint's scale would skip other steps and end elsewhere.
+#[test]
+fn an_f16_run_stopped_and_resumed_ends_bit_identical() {
+    let summary = sigterm_and_resume(
+        "sigterm-f16",
+        "--precision f16 --loss-scale 1e9 --loss-scale-interval 3",
+    );
+    assert_eq!(summary["precision"], "f16");
+    let skipped = summary["skipped_steps"].as_u64().unwrap();
+    assert!(skipped >= 5, "{skipped} steps skipped");
+    assert!(summary["loss_scale"].as_f64().unwrap() < 1e9);
+}
+
+/// Runs a job to its end, and the same job stopped by SIGTERM and resumed; checks the stop and
+/// that both end with the same parameters. Returns the resumed run's summary.
+fn sigterm_and_resume(name: &str, options: &str) -> serde_json::Value {
+    let dir = scratch(name);
     // Checkpoints only at the end: the one before it is the signal's.
-    let extra =
-        format!("--samples 96 --eval-samples 16 --checkpoint-every 1000 --steps {STEPS} --seed 5");
+    let extra = format!(
+        "--samples 96 --eval-samples 16 --checkpoint-every 1000 --steps {STEPS} --seed 5 {options}"
+    );
     let reference = dir.join("reference");
     let out = cli(&dir, &strs(&train_args(&reference, &extra)));
     assert!(
@@ -538,7 +560,9 @@ fn sigterm_checkpoints_the_step_and_the_resumed_run_ends_bit_identical() {
         want,
         "the resumed run's final parameters differ"
     );
+    let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    serde_json::from_str(&summary).unwrap()
 }
 
 /// A second signal does not wait for the step: the process ends at once with exit code 143,

@@ -2,4 +2,5 @@
 
 mod alloc;
 mod mesh;
+mod precision;
 mod step;

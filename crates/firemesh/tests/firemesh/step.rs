@@ -17,17 +17,22 @@ use firemesh::grads::{reduce_gradients, Bucketed};
 use firemesh::Trainer;
 use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
 
-type Ad = Autodiff<Sharded<Flex>>;
-type One = Autodiff<Flex>;
+pub(crate) type Ad = Autodiff<Sharded<Flex>>;
+pub(crate) type One = Autodiff<Flex>;
 
-fn images<B: Backend>(n: usize, side: usize, seed: usize, device: &B::Device) -> Tensor<B, 4> {
+pub(crate) fn images<B: Backend>(
+    n: usize,
+    side: usize,
+    seed: usize,
+    device: &B::Device,
+) -> Tensor<B, 4> {
     let values: Vec<f32> = (0..n * 3 * side * side)
         .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 / 500.0) - 1.0)
         .collect();
     Tensor::from_data(TensorData::new(values, [n, 3, side, side]), device)
 }
 
-fn labels<B: Backend>(n: usize, seed: usize, device: &B::Device) -> Tensor<B, 1, Int> {
+pub(crate) fn labels<B: Backend>(n: usize, seed: usize, device: &B::Device) -> Tensor<B, 1, Int> {
     let values: Vec<i32> = (0..n).map(|i| ((i * 3 + seed) % 10) as i32).collect();
     Tensor::from_data(TensorData::new(values, [n]), device)
 }
@@ -72,7 +77,10 @@ fn read_grads<B: AutodiffBackend, M: AutodiffModule<B>>(
 
 /// A one-device model and the same parameters on the mesh (through a record, so that no other
 /// test's draws from the global generator interfere).
-fn same_model(config: &ResNetConfig, mesh: &Mesh<FlexDevice>) -> (ResNet<One>, ResNet<Ad>) {
+pub(crate) fn same_model(
+    config: &ResNetConfig,
+    mesh: &Mesh<FlexDevice>,
+) -> (ResNet<One>, ResNet<Ad>) {
     let one = config.init::<One>(&FlexDevice).unwrap();
     // Parameters are drawn lazily, and a clone would draw its own: draw them first.
     params(&one);
@@ -83,14 +91,18 @@ fn same_model(config: &ResNetConfig, mesh: &Mesh<FlexDevice>) -> (ResNet<One>, R
     (one, many)
 }
 
-fn step_loss<B: Backend>(model: &ResNet<B>, x: Tensor<B, 4>, y: Tensor<B, 1, Int>) -> Tensor<B, 1> {
+pub(crate) fn step_loss<B: Backend>(
+    model: &ResNet<B>,
+    x: Tensor<B, 4>,
+    y: Tensor<B, 1, Int>,
+) -> Tensor<B, 1> {
     let device = x.device();
     CrossEntropyLossConfig::new()
         .init(&device)
         .forward(model.forward(x), y)
 }
 
-fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+pub(crate) fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     assert_eq!(a.len(), b.len());
     let pairs = a.iter().zip(b).flat_map(|(x, y)| x.iter().zip(y));
     pairs
@@ -359,7 +371,7 @@ fn a_failed_loss_leaves_the_trainer_as_it_was() {
     assert_eq!(params(trainer.model()), before);
 }
 
-fn params<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
+pub(crate) fn params<B: Backend, M: Module<B>>(model: &M) -> Vec<Vec<f32>> {
     struct Read(Vec<Vec<f32>>);
     impl<B: Backend> ModuleVisitor<B> for Read {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<B, D>>) {

@@ -1,0 +1,99 @@
+//! Autocast: matrix products and convolutions in a lower precision, everything else in f32.
+//!
+//! A training loop arms a precision on its mesh for its thread ([`Mesh::autocast`]); while it
+//! is armed, the ops of that thread that multiply (`float_matmul`, `linear`, the convolutions,
+//! and their backward ops that multiply) cast their f32 operands to it, run in it on every
+//! rank, and cast the result back to f32. Every other op (sums, softmax, normalisation
+//! statistics, the loss, the optimizer's update) sees f32 tensors only, and autodiff, which sits
+//! above `Sharded`, never sees a low-precision tensor: parameters, gradients and optimizer state
+//! stay f32, and the backward pass's products run in the low precision too, because they are
+//! the same ops. The inner backend accumulates as it does for that dtype (Flex: bf16 products in
+//! f32; CubeCL's matmul: in f32).
+//!
+//! What this does not do: keep the activations autodiff saves for the backward pass in the low
+//! precision. They are the ops' f32 operands, so a step's memory is f32's plus the cast
+//! copies of the operands of the op running.
+
+use crate::kind::FloatKind;
+use crate::mesh::Mesh;
+use crate::tensor::ShardedTensor;
+use crate::Sharded;
+use burn_backend::ops::FloatTensorOps;
+use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
+use std::thread::ThreadId;
+
+type F<B> = ShardedTensor<B, FloatKind>;
+
+/// The precision armed on a mesh for one thread by [`Mesh::autocast`]; dropping it gives the
+/// thread back the precision it had before (also when dropped on another thread).
+#[must_use = "the precision is disarmed when this is dropped"]
+pub struct Autocasting<D: 'static> {
+    mesh: Mesh<D>,
+    thread: ThreadId,
+    before: Option<FloatDType>,
+}
+
+impl<D> Mesh<D> {
+    /// Runs the calling thread's matrix products and convolutions on this mesh in `dtype` (their
+    /// f32 operands cast to it, their results cast back to f32) until the returned value drops.
+    /// `F32` (or any dtype that is not narrower than f32) casts nothing. Other threads, and
+    /// other meshes, keep their own setting.
+    pub fn autocast(&self, dtype: FloatDType) -> Autocasting<D> {
+        let thread = std::thread::current().id();
+        let before = self.swap_autocast(thread, Some(dtype));
+        Autocasting {
+            mesh: self.clone(),
+            thread,
+            before,
+        }
+    }
+
+    /// The precision the calling thread's matrix products and convolutions run in here, if one
+    /// is armed.
+    pub fn autocast_precision(&self) -> Option<FloatDType> {
+        self.autocast_dtype()
+    }
+}
+
+impl<D> Drop for Autocasting<D> {
+    fn drop(&mut self) {
+        self.mesh.swap_autocast(self.thread, self.before.take());
+    }
+}
+
+/// The precision an autocast op runs in: the one its thread armed on the mesh of its first
+/// operand, when that operand is f32 and the precision narrower.
+pub(crate) fn wanted<B: Backend>(lead: &F<B>) -> Option<FloatDType> {
+    let low = lead.mesh().autocast_dtype()?;
+    let narrower = matches!(low, FloatDType::F16 | FloatDType::BF16);
+    (narrower && lead.dtype() == DType::F32).then_some(low)
+}
+
+/// An operand of an autocast op: a float tensor, or an optional one (a bias).
+pub(crate) trait Operand<B: Backend>: Sized {
+    /// The operand cast to `low` where it is f32 (and `low` is set).
+    fn lowered(self, low: Option<FloatDType>) -> Self;
+}
+
+impl<B: Backend> Operand<B> for F<B> {
+    fn lowered(self, low: Option<FloatDType>) -> Self {
+        match low {
+            Some(low) if self.dtype() == DType::F32 => Sharded::<B>::float_cast(self, low),
+            _ => self,
+        }
+    }
+}
+
+impl<B: Backend> Operand<B> for Option<F<B>> {
+    fn lowered(self, low: Option<FloatDType>) -> Self {
+        self.map(|t| t.lowered(low))
+    }
+}
+
+/// An autocast op's result, back in f32 when the op ran in `low`.
+pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
+    match low {
+        Some(_) => Sharded::<B>::float_cast(out, FloatDType::F32),
+        None => out,
+    }
+}

@@ -1,0 +1,184 @@
+//! Mixed precision: the precision policy of a run and the dynamic loss scaler of f16.
+//!
+//! The policy is one value ([`Precision`]) given to the [`Trainer`](crate::Trainer). Under
+//! `bf16` or `f16` the trainer arms it on its mesh for the forward and the backward pass
+//! (`Mesh::autocast`, inside `Sharded`, below autodiff): matrix products, linear layers and
+//! convolutions compute in the low precision, forward and backward; everything else (sums,
+//! softmax, normalisation statistics, the loss) and everything autodiff and the optimizer see
+//! (parameters, gradients, optimizer state) stays f32. Model code does not change.
+//!
+//! f16's range is small (largest finite value 65504; gradients below about 6e-8 flush to
+//! zero), so its gradients are computed from a loss multiplied by a [`LossScaler`]'s scale and
+//! divided by it again before the update. A step whose gradients hold an inf or a NaN is
+//! skipped and the scale halved; after `growth_interval` clean steps in a row it doubles.
+
+use crate::{Error, Result};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, FloatDType};
+use serde::{Deserialize, Serialize};
+
+/// The precision matrix products and convolutions compute in.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, clap::ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in f32.
+    #[default]
+    F32,
+    /// bfloat16 products, f32 elsewhere: f32's range, so no loss scaling.
+    Bf16,
+    /// float16 products, f32 elsewhere, with dynamic loss scaling.
+    F16,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Bf16 => "bf16",
+            Self::F16 => "f16",
+        }
+    }
+
+    /// The dtype products compute in.
+    pub fn dtype(self) -> FloatDType {
+        match self {
+            Self::F32 => FloatDType::F32,
+            Self::Bf16 => FloatDType::BF16,
+            Self::F16 => FloatDType::F16,
+        }
+    }
+
+    /// Whether gradients need a scaled loss (f16 only).
+    pub fn scales_loss(self) -> bool {
+        self == Self::F16
+    }
+
+    /// Checks that the device of every rank (`devices`, in rank order) computes in this
+    /// precision: the one-line error names the first that cannot.
+    pub fn check<B: Backend>(self, devices: &[B::Device]) -> Result<()> {
+        let dtype = DType::from(self.dtype());
+        for (rank, device) in devices.iter().enumerate() {
+            if !B::supports_dtype(device, dtype) {
+                let hint = match (self, B::name(device).contains("wgpu")) {
+                    (Self::F16, true) => " (wgpu needs the adapter's shader-f16 feature)",
+                    (Self::Bf16, true) => " (WGSL has no bf16 type)",
+                    _ => "",
+                };
+                return Err(Error::Invalid(format!(
+                    "--precision {}: rank {rank}'s device ({}, {device:?}) does not compute in {}{hint}",
+                    self.name(),
+                    B::name(device),
+                    self.name(),
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the loss scale moves.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LossScaling {
+    /// The first scale (2^16, as PyTorch's `GradScaler`).
+    pub initial: f64,
+    /// Clean steps in a row after which the scale doubles.
+    pub growth_interval: usize,
+}
+
+impl Default for LossScaling {
+    fn default() -> Self {
+        Self {
+            initial: 65536.0,
+            growth_interval: 2000,
+        }
+    }
+}
+
+impl LossScaling {
+    /// Checks the values (a scale is a finite positive number; the interval at least 1).
+    pub fn validated(self) -> Result<Self> {
+        if !(self.initial.is_finite() && self.initial > 0.0) {
+            return Err(Error::Invalid(format!(
+                "the initial loss scale must be a finite positive number, got {}",
+                self.initial
+            )));
+        }
+        if self.growth_interval == 0 {
+            return Err(Error::Invalid(
+                "the loss scale's growth interval must be at least 1 step".into(),
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// Where a loss scaler stands: what a checkpoint keeps of it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScalerState {
+    pub scale: f64,
+    /// Clean steps since the scale last changed.
+    pub clean_steps: usize,
+    /// Steps skipped so far in the run.
+    pub skipped_steps: u64,
+}
+
+/// The dynamic loss scale of f16 training.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossScaler {
+    scaling: LossScaling,
+    state: ScalerState,
+}
+
+impl LossScaler {
+    pub fn new(scaling: LossScaling) -> Self {
+        Self {
+            scaling,
+            state: ScalerState {
+                scale: scaling.initial,
+                clean_steps: 0,
+                skipped_steps: 0,
+            },
+        }
+    }
+
+    /// Goes on from `state` (a resumed run).
+    pub fn resumed(scaling: LossScaling, state: ScalerState) -> Self {
+        Self { scaling, state }
+    }
+
+    pub fn scale(&self) -> f64 {
+        self.state.scale
+    }
+
+    pub fn state(&self) -> ScalerState {
+        self.state
+    }
+
+    /// After a step's gradients: skips the step (`finite` false: the scale halves) or counts
+    /// it clean (the scale doubles after `growth_interval` in a row). Returns whether the
+    /// update may run.
+    pub fn update(&mut self, finite: bool) -> bool {
+        let s = &mut self.state;
+        if finite {
+            s.clean_steps += 1;
+            if s.clean_steps >= self.scaling.growth_interval {
+                s.scale *= 2.0;
+                s.clean_steps = 0;
+            }
+        } else {
+            // Never to zero: a scale that underflows would make every gradient zero.
+            s.scale = (s.scale / 2.0).max(f64::MIN_POSITIVE);
+            s.clean_steps = 0;
+            s.skipped_steps += 1;
+        }
+        finite
+    }
+}

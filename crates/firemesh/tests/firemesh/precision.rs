@@ -1,0 +1,177 @@
+//! Mixed precision through the `Trainer`: bf16 and f16 (with loss scaling) runs track the f32
+//! run; an overflow is skipped, the scale halves, and it grows again after clean steps.
+
+use crate::step::{images, labels, largest_difference, same_model, step_loss, Ad};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::SgdConfig;
+use burn::tensor::Tensor;
+use burn_flex::FlexDevice;
+use firemesh::backend::{shard, shard_int, Mesh};
+use firemesh::precision::LossScaling;
+use firemesh::{Precision, StepReport, Trainer};
+use firemesh_resnet::{ResNet, ResNetConfig};
+
+const STEPS: usize = 16;
+
+/// The tiny ResNet on `mesh`, its parameters drawn (a clone starts from the same values).
+fn model(mesh: &Mesh<FlexDevice>) -> ResNet<Ad> {
+    same_model(&ResNetConfig::tiny(10), mesh).1
+}
+
+/// A trainer of `model`, SGD with momentum.
+fn trainer(
+    model: ResNet<Ad>,
+    mesh: &Mesh<FlexDevice>,
+) -> Trainer<Ad, ResNet<Ad>, impl burn::optim::Optimizer<ResNet<Ad>, Ad>> {
+    let sgd = SgdConfig::new().with_momentum(Some(burn::optim::momentum::MomentumConfig::new()));
+    Trainer::sharded(model, sgd.init::<Ad, ResNet<Ad>>(), mesh, 3000).with_lr(|_| 0.02)
+}
+
+/// One step on batch `batch` (of 3, in turn) of 16 images; the loss multiplied by `factor`.
+fn step<O: burn::optim::Optimizer<ResNet<Ad>, Ad>>(
+    trainer: &mut Trainer<Ad, ResNet<Ad>, O>,
+    mesh: &Mesh<FlexDevice>,
+    batch: usize,
+    factor: f64,
+) -> StepReport {
+    trainer
+        .step(|m| {
+            let x = shard(images::<Ad>(16, 8, batch % 3, mesh), 0).unwrap();
+            let y = shard_int(labels::<Ad>(16, batch % 3, mesh), 0).unwrap();
+            Ok(step_loss(m, x, y).mul_scalar(factor))
+        })
+        .unwrap()
+}
+
+fn losses(precision: Precision, model: &ResNet<Ad>, mesh: &Mesh<FlexDevice>) -> (Vec<f64>, usize) {
+    let mut t = trainer(model.clone(), mesh)
+        .with_precision(precision)
+        .unwrap();
+    let reports: Vec<StepReport> = (0..STEPS).map(|i| step(&mut t, mesh, i, 1.0)).collect();
+    let skipped = reports.iter().filter(|r| r.skipped).count();
+    (reports.iter().map(|r| r.loss).collect(), skipped)
+}
+
+/// bf16 and f16 loss curves track f32's, to stated tolerances: the first step's loss (the
+/// forward pass alone, same parameters) within 0.1%; every step within 6%, and the mean of the
+/// last 4 within 3% (rounding differences grow over steps of SGD with momentum on batches of
+/// 16); and they are not f32's (the products were cast).
+#[test]
+fn bf16_and_f16_loss_curves_track_f32() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let model = model(&mesh);
+    let (f32_run, none) = losses(Precision::F32, &model, &mesh);
+    assert_eq!(none, 0);
+    assert!(
+        f32_run[STEPS - 1] < 0.9 * f32_run[0],
+        "the f32 run learns: {f32_run:?}"
+    );
+    let tail = |run: &[f64]| run[STEPS - 4..].iter().sum::<f64>() / 4.0;
+    for precision in [Precision::Bf16, Precision::F16] {
+        let (run, skipped) = losses(precision, &model, &mesh);
+        let off: Vec<f64> = run
+            .iter()
+            .zip(&f32_run)
+            .map(|(l, r)| (l - r).abs() / r)
+            .collect();
+        let worst = off.iter().copied().fold(0.0, f64::max);
+        let tail_off = (tail(&run) - tail(&f32_run)).abs() / tail(&f32_run);
+        println!(
+            "{precision}: relative loss difference to f32: first step {:.1e}, largest {worst:.1e}, \
+             last 4 steps' mean {tail_off:.1e}; {skipped} steps skipped",
+            off[0]
+        );
+        let context = format!("{precision}: {run:?} against f32 {f32_run:?}");
+        assert!(
+            off[0] < 1e-3 && worst < 0.06 && tail_off < 0.03,
+            "{context}"
+        );
+        assert!(worst > 1e-6, "{precision}: equal to f32, nothing was cast");
+        assert_eq!(skipped, 0, "{precision}: no overflow at the default scale");
+    }
+}
+
+/// An injected overflow (the loss times 1e30: its scaled gradients overflow f16) skips the
+/// step, leaving the parameters as they were, and halves the scale; after `growth_interval`
+/// clean steps the scale doubles again.
+#[test]
+fn an_overflow_is_skipped_the_scale_halves_and_recovers() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let scaling = LossScaling {
+        initial: 1024.0,
+        growth_interval: 2,
+    };
+    let mut t = trainer(model(&mesh), &mesh)
+        .with_precision(Precision::F16)
+        .unwrap()
+        .with_loss_scaling(scaling)
+        .unwrap();
+    let first = step(&mut t, &mesh, 0, 1.0);
+    assert_eq!((first.loss_scale, first.skipped), (Some(1024.0), false));
+    let before = trained(t.model());
+    let overflow = step(&mut t, &mesh, 1, 1e30);
+    assert!(overflow.skipped, "{overflow:?}");
+    // (BatchNorm's running statistics move in the forward pass, skipped or not.)
+    assert_eq!(
+        trained(t.model()),
+        before,
+        "a skipped step changes no parameter"
+    );
+    assert_eq!(t.steps_done(), 2, "it still counts as a step");
+    let scales: Vec<Option<f64>> = (2..5)
+        .map(|i| {
+            let r = step(&mut t, &mesh, i, 1.0);
+            assert!(!r.skipped, "step {i}");
+            r.loss_scale
+        })
+        .collect();
+    // Halved by the overflow; doubled after 2 clean steps.
+    assert_eq!(scales, [Some(512.0), Some(512.0), Some(1024.0)]);
+    let state = t.loss_scaler().unwrap().state();
+    assert_eq!((state.skipped_steps, state.scale), (1, 1024.0));
+    assert!(
+        largest_difference(&trained(t.model()), &before) > 0.0,
+        "clean steps update"
+    );
+}
+
+/// The values of the parameters the optimizer updates (not BatchNorm's running statistics).
+fn trained(model: &ResNet<Ad>) -> Vec<Vec<f32>> {
+    struct Read(Vec<Vec<f32>>);
+    impl ModuleVisitor<Ad> for Read {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Ad, D>>) {
+            if p.is_require_grad() {
+                self.0.push(p.val().into_data().to_vec::<f32>().unwrap());
+            }
+        }
+    }
+    let mut read = Read(Vec::new());
+    model.visit(&mut read);
+    assert!(
+        read.0.len() > 4,
+        "found {} trained parameters",
+        read.0.len()
+    );
+    read.0
+}
+
+/// Bad scaling values are refused with the value named.
+#[test]
+fn bad_loss_scaling_is_refused() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    for (initial, growth_interval, says) in [
+        (0.0, 10, "initial loss scale"),
+        (f64::INFINITY, 10, "initial loss scale"),
+        (8.0, 0, "growth interval"),
+    ] {
+        let scaling = LossScaling {
+            initial,
+            growth_interval,
+        };
+        let err = trainer(model(&mesh), &mesh)
+            .with_loss_scaling(scaling)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
