@@ -22,6 +22,7 @@ use burn::tensor::backend::Backend;
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::WgpuRuntime;
 use firemesh::mesh::{RuntimeConfig, MAX_WGPU_RANKS};
+use firemesh::Precision;
 use firemesh_backend::{Mesh, MeshConfig};
 use firemesh_collective::probe;
 use firemesh_collective::wgpu_devices::{wgpu_adapter, wgpu_devices};
@@ -67,6 +68,10 @@ pub struct BenchOptions {
     /// Gradient bucket size in MiB.
     #[arg(long, default_value_t = 25.0)]
     pub bucket_mib: f64,
+    /// Precisions of firemesh's rows, measured side by side (e.g. f32,bf16); the peers run in
+    /// f32. A precision a runtime's devices lack is left out with a note [default: f32].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub precision: Vec<Precision>,
     /// Measure firemesh only, without the peers.
     #[arg(long)]
     pub no_peers: bool,
@@ -334,6 +339,20 @@ fn measure<B: Backend>(
     mesh: impl Fn(usize) -> Result<Mesh<B::Device>>,
     memory: fn(&[B::Device]) -> Option<u64>,
 ) -> Result<()> {
+    let mut precisions = options.precision.clone();
+    if precisions.is_empty() {
+        precisions.push(Precision::F32);
+    }
+    precisions.dedup();
+    let first_mesh = mesh(plan.ranks[0])?;
+    precisions.retain(|p| match p.check::<B>(first_mesh.devices()) {
+        Ok(()) => true,
+        Err(e) => {
+            out.notes
+                .push(format!("{:?} {}: {e}", plan.runtime, work.model).to_lowercase());
+            false
+        }
+    });
     let label = |setup: &str, n: usize, repeat: usize| {
         let of = if options.repeats > 1 {
             format!(" (repeat {}/{})", repeat + 1, options.repeats)
@@ -344,36 +363,45 @@ fn measure<B: Backend>(
     };
     // Each setup's repeats, in the order of the report's rows; a peer that fails once is
     // left out, with a note.
-    let mut runs: Vec<(Setup, usize, Vec<Measured>)> = Vec::new();
+    let mut runs: Vec<(Setup, Precision, usize, Vec<Measured>)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
-    let mut add = |setup: Setup, n: usize, m: Measured| match runs
+    let mut add = |setup: Setup, precision: Precision, n: usize, m: Measured| match runs
         .iter_mut()
-        .find(|(s, k, _)| *s == setup && *k == n)
+        .find(|(s, p, k, _)| *s == setup && *p == precision && *k == n)
     {
         Some((.., repeats)) => repeats.push(m),
-        None => runs.push((setup, n, vec![m])),
+        None => runs.push((setup, precision, n, vec![m])),
     };
     for repeat in 0..options.repeats {
         for &n in &plan.ranks {
             let mesh = mesh(n)?;
             let devices = mesh.devices().to_vec();
             let label = |setup: &str, n: usize| label(setup, n, repeat);
-            add(
-                Setup::Firemesh,
-                n,
-                step::sharded::<B>(&mesh, work, &|| memory(&devices), &label("firemesh", n))?,
-            );
+            for &precision in &precisions {
+                let setup = match precision {
+                    Precision::F32 => "firemesh".to_string(),
+                    p => format!("firemesh {p}"),
+                };
+                let m = step::sharded::<B>(
+                    &mesh,
+                    work,
+                    precision,
+                    &|| memory(&devices),
+                    &label(&setup, n),
+                )?;
+                add(Setup::Firemesh, precision, n, m);
+            }
             if options.no_peers {
                 continue;
             }
             if n == plan.ranks[0] {
                 let one = &devices[..1];
                 let m = step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
-                add(Setup::Inner, 1, m);
+                add(Setup::Inner, Precision::F32, 1, m);
             }
             if n > 1 && !failed.contains(&n) {
                 match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
-                    Ok(m) => add(Setup::MultiDevice, n, m),
+                    Ok(m) => add(Setup::MultiDevice, Precision::F32, n, m),
                     Err(e) => {
                         failed.push(n);
                         out.notes.push(format!("{}: {e}", label("multi-device", n)));
@@ -382,13 +410,13 @@ fn measure<B: Backend>(
             }
         }
     }
-    for (setup, n, repeats) in runs {
+    for (setup, precision, n, repeats) in runs {
         // A peer that failed in a later repeat has fewer repeats than the others: left out.
         if setup == Setup::MultiDevice && failed.contains(&n) {
             continue;
         }
         out.rows
-            .push(Row::new(plan.runtime, work, setup, n, &repeats));
+            .push(Row::new(plan.runtime, work, setup, precision, n, &repeats));
     }
     report::fill_ratios(&mut out.rows, plan.runtime, work.model);
     Ok(())

@@ -6,6 +6,7 @@ use super::{BenchOptions, Runtime};
 use crate::train::charts::{line_chart, Series};
 use crate::train::ModelName;
 use crate::{Error, Result};
+use firemesh::Precision;
 use plotters::style::{RGBColor, BLACK, BLUE, GREEN, MAGENTA, RED};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -39,6 +40,8 @@ pub struct Row {
     pub runtime: Runtime,
     pub model: ModelName,
     pub setup: Setup,
+    /// What firemesh's products computed in (the peers: f32).
+    pub precision: Precision,
     pub ranks: usize,
     /// Images or sequences per rank and step, and their size.
     pub per_rank_batch: usize,
@@ -61,6 +64,8 @@ pub struct Row {
     pub vs_inner: Option<f64>,
     /// firemesh: throughput / throughput(MultiDevice, same N).
     pub vs_multi_device: Option<f64>,
+    /// firemesh in bf16 or f16: throughput / throughput(firemesh in f32, same N).
+    pub vs_f32: Option<f64>,
     /// How far each ratio moved between repeats: its interquartile range over its median
     /// (`None` with fewer than 3 repeats, where no spread is known).
     pub spread: Spread,
@@ -97,6 +102,7 @@ pub struct Spread {
     pub scaling_efficiency: Option<f64>,
     pub vs_inner: Option<f64>,
     pub vs_multi_device: Option<f64>,
+    pub vs_f32: Option<f64>,
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -132,6 +138,7 @@ impl Row {
         runtime: Runtime,
         work: &Work,
         setup: Setup,
+        precision: Precision,
         ranks: usize,
         repeats: &[Measured],
     ) -> Self {
@@ -149,6 +156,7 @@ impl Row {
             runtime,
             model: work.model,
             setup,
+            precision,
             ranks,
             per_rank_batch: work.per_rank,
             image_size: (!work.model.is_gpt()).then_some(work.image_size),
@@ -168,6 +176,7 @@ impl Row {
             scaling_efficiency: None,
             vs_inner: None,
             vs_multi_device: None,
+            vs_f32: None,
             spread: Spread::default(),
             unsteady: false,
             comm_s,
@@ -198,6 +207,7 @@ impl Row {
                 self.vs_multi_device,
                 self.spread.vs_multi_device,
             ),
+            ("vs f32", self.vs_f32, self.spread.vs_f32),
         ]
         .into_iter()
         .filter(|(_, ratio, spread)| ratio.is_some() && !spread.is_some_and(|s| s <= UNSTEADY))
@@ -209,16 +219,26 @@ impl Row {
 /// Fills the ratios of `runtime` and `model`'s rows, from rows of the same run: each ratio is
 /// taken repeat by repeat (setups measured in turn within a repeat), then summarized.
 pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
-    let of = |rows: &[Row], setup: Setup, n: usize| {
+    let of = |rows: &[Row], setup: Setup, precision: Precision, n: usize| {
         rows.iter()
-            .find(|r| r.runtime == runtime && r.model == model && r.setup == setup && r.ranks == n)
+            .find(|r| {
+                (r.runtime, r.model, r.setup, r.precision, r.ranks)
+                    == (runtime, model, setup, precision, n)
+            })
             .map(|r| r.repeat_throughputs.clone())
     };
-    let one = of(rows, Setup::Firemesh, 1);
-    let inner = of(rows, Setup::Inner, 1);
-    let multi: Vec<Option<Vec<Option<f64>>>> = rows
+    let inner = of(rows, Setup::Inner, Precision::F32, 1);
+    // For each row: firemesh at N = 1 in its precision, MultiDevice at its N, firemesh in f32
+    // at its N.
+    let peers: Vec<[Option<Vec<Option<f64>>>; 3]> = rows
         .iter()
-        .map(|r| of(rows, Setup::MultiDevice, r.ranks))
+        .map(|r| {
+            [
+                of(rows, Setup::Firemesh, r.precision, 1),
+                of(rows, Setup::MultiDevice, Precision::F32, r.ranks),
+                of(rows, Setup::Firemesh, Precision::F32, r.ranks),
+            ]
+        })
         .collect();
     // Repeat by repeat, where both were measured: `ours[k] / (scale · theirs[k])`.
     let ratio = |ours: &[Option<f64>], theirs: &Option<Vec<Option<f64>>>, scale: f64| {
@@ -232,7 +252,7 @@ pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
         };
         summarize(&per)
     };
-    for (r, multi) in rows.iter_mut().zip(multi) {
+    for (r, [one, multi, f32_run]) in rows.iter_mut().zip(peers) {
         if r.runtime != runtime || r.model != model {
             continue;
         }
@@ -243,6 +263,9 @@ pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
                 ratio(&r.repeat_throughputs, &one, n);
             (r.vs_multi_device, r.spread.vs_multi_device) =
                 ratio(&r.repeat_throughputs, &multi, 1.0);
+            if r.precision != Precision::F32 {
+                (r.vs_f32, r.spread.vs_f32) = ratio(&r.repeat_throughputs, &f32_run, 1.0);
+            }
         }
         r.unsteady = !r.unsteady_ratios().is_empty();
     }
@@ -395,8 +418,8 @@ impl BenchReport {
             let _ = writeln!(
                 md,
                 "## {model} on {:?} ({} per rank, {})\n\n\
-                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | comm share (hidden) | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|",
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | vs f32 | comm share (hidden) | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|---|",
                 runtime,
                 rows[0].per_rank_batch,
                 match (rows[0].image_size, rows[0].seq_len) {
@@ -419,14 +442,18 @@ impl BenchReport {
                 };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {collectives} | {} | {} |",
-                    r.setup.name(),
+                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {collectives} | {} | {} |",
+                    match r.precision {
+                        Precision::F32 => r.setup.name().to_string(),
+                        p => format!("{} ({p})", r.setup.name()),
+                    },
                     r.ranks,
                     r.step_s * 1e3,
                     r.throughput,
                     eff(r.scaling_efficiency, r.spread.scaling_efficiency),
                     ratio(r.vs_inner, r.spread.vs_inner),
                     ratio(r.vs_multi_device, r.spread.vs_multi_device),
+                    ratio(r.vs_f32, r.spread.vs_f32),
                     match r.hidden_comm_share {
                         Some(h) => format!("{} ({})", pct(r.comm_share), pct(Some(h))),
                         None => pct(r.comm_share),
@@ -497,7 +524,11 @@ impl BenchReport {
             let Some(e) = r.scaling_efficiency else {
                 continue;
             };
-            let name = format!("{} on {:?}", r.model, r.runtime).to_lowercase();
+            let name = match r.precision {
+                Precision::F32 => format!("{} on {:?}", r.model, r.runtime),
+                p => format!("{} on {:?} in {p}", r.model, r.runtime),
+            }
+            .to_lowercase();
             match series.iter_mut().find(|s| s.name == name) {
                 Some(s) => s.points.push((r.ranks as f64, 100.0 * e)),
                 None => series.push(Series {

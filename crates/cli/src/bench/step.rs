@@ -9,7 +9,7 @@ use burn::backend::Autodiff;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use firemesh::optim::AnyOptimizer;
-use firemesh::Trainer;
+use firemesh::{Precision, Trainer};
 use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
 use firemesh_zoo::{Batch, Net, NetConfig};
 use std::time::Instant;
@@ -138,10 +138,12 @@ pub struct Measured {
     pub losses: (f64, f64),
 }
 
-/// `work` through `Autodiff<Sharded<B>>` on `mesh`, its batch sharded over the ranks.
+/// `work` through `Autodiff<Sharded<B>>` on `mesh`, its batch sharded over the ranks, its
+/// products in `precision`.
 pub fn sharded<B: Backend>(
     mesh: &Mesh<B::Device>,
     work: &Work,
+    precision: Precision,
     memory: &dyn Fn() -> Option<u64>,
     label: &str,
 ) -> Result<Measured> {
@@ -156,7 +158,8 @@ pub fn sharded<B: Backend>(
     });
     let batch = || on_mesh::<B>(mesh, &parts);
     // As `firemesh train` does: buckets summed as the backward pass fills them.
-    let trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes);
+    let trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes)
+        .with_precision(precision)?;
     timed_steps::<Ad<B>>(mesh, trainer, batch, memory, work, label)
 }
 

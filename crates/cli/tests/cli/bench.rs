@@ -245,6 +245,48 @@ fn a_cpu_run_reports_throughput_efficiency_and_collectives_against_its_peers() {
     );
 }
 
+/// `--precision f32,bf16` measures firemesh in both, side by side, repeat by repeat: each
+/// bf16 row has its own scaling efficiency and its throughput against f32's at the same N.
+#[test]
+fn precisions_are_measured_side_by_side() {
+    let dir = scratch("bench-precision");
+    let args = "bench --runtimes cpu --models resnet-tiny --ranks 1,2 --batch-per-rank 2 \
+                --image-size 8 --steps 1 --repeats 3 --precision f32,bf16 --no-peers --out out";
+    let out = cli(&dir, &args.split_whitespace().collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cpu resnet-tiny firemesh bf16 n=2 (repeat 3/3)"),
+        "{stderr}"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/bench.json")).unwrap())
+            .unwrap();
+    let ours = rows(&json, "resnet-tiny", "firemesh");
+    let of = |p: &str| -> Vec<&Value> {
+        ours.iter()
+            .copied()
+            .filter(|r| r["precision"] == p)
+            .collect()
+    };
+    let (f32_rows, bf16_rows) = (of("f32"), of("bf16"));
+    assert_eq!((f32_rows.len(), bf16_rows.len()), (2, 2), "{json}");
+    for (low, full) in bf16_rows.iter().zip(&f32_rows) {
+        assert_eq!(low["ranks"], full["ranks"]);
+        assert!(full["vs_f32"].is_null(), "{full}");
+        let per = per_repeat(&repeats(low), &repeats(full), 1.0);
+        assert_ratio(low, "vs_f32", &per);
+        let per = per_repeat(&repeats(low), &repeats(bf16_rows[0]), f(low, "ranks"));
+        assert_ratio(low, "scaling_efficiency", &per);
+    }
+    let md = std::fs::read_to_string(dir.join("out/bench.md")).unwrap();
+    assert!(
+        md.contains("| firemesh Sharded (bf16) | 2 |") && md.contains("| vs f32 |"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_bench_input_is_one_line_and_a_failure() {
     let dir = scratch("bench-bad");
