@@ -14,7 +14,8 @@
 #   compute-sanitizer's memcheck on the collectives, the stress test of streams, and
 #   Sharded<Cuda> training on 1 and 2 ranks (in turn and on rank threads), which must agree.
 # speed: the all-reduce benchmark (both copies, NCCL, the device's copy bound), firemesh bench
-#   (ResNet-50 at batch 256 and the zoo on 1 and 2 ranks, against plain Burn CUDA), PyTorch's
+#   (ResNet-50 at batch 256 and the zoo on 1 and 2 ranks, in f32 and bf16, against plain Burn
+#   CUDA), PyTorch's
 #   ResNet-50 and GPT-2 small in FP32, TF32 and AMP on the same GPU (scripts/torch_peers.py),
 #   and burn-train's DDP strategy.
 #
@@ -267,8 +268,10 @@ phase_speed() {
         local sizes=(--max-mib 256 --cpu-max-mib 16) steps=3
         [ "$QUICK" = 1 ] && sizes=(--max-mib 4 --cpu-max-mib 1) && steps=1
         step "all-reduce: ours, NCCL, the copy bound" 90 "$BIN/allreduce" --no-wgpu --nccl --ranks 2,4,8 --min-kib 4 "${sizes[@]}" --iters 5 --out "$tables/allreduce"
-        step "bench: ResNet-50 at batch 256, one rank" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps "$steps" --repeats 3 --out "$tables/bench-256"
-        step "bench: ResNet-50 and GPT-2 small on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps "$steps" --repeats 3 --out "$tables/bench"
+        # f32 and bf16 side by side (issue 31): the bf16 rows are the ones PyTorch's AMP is
+        # compared with.
+        step "bench: ResNet-50 at batch 256, one rank, f32 and bf16" 130 "$BIN/firemesh" bench --runtimes cuda --models resnet50 --ranks 1 --batch-per-rank 256 --steps "$steps" --repeats 3 --precision f32,bf16 --out "$tables/bench-256"
+        step "bench: ResNet-50 and GPT-2 small on 1, 2 ranks, f32 and bf16" 110 "$BIN/firemesh" bench --runtimes cuda --models resnet50,gpt2-small --ranks 1,2 --steps "$steps" --repeats 3 --precision f32,bf16 --out "$tables/bench"
         if python3 -c 'import torch, torchvision' 2>/dev/null; then
             step "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP" 110 python3 scripts/torch_peers.py time --seconds 100 --out "$tables/torch.json"
             step "firemesh against PyTorch" 10 python3 scripts/torch_peers.py compare --torch "$tables/torch.json" --bench "$tables/bench-256/bench.json" --bench "$tables/bench/bench.json" --out "$tables/peers.md"
@@ -283,7 +286,7 @@ phase_speed() {
             # The tests' rehearsal has no benchmark binaries: the CLI's all-reduce stands in.
             step "all-reduce: ours, the copy bound" 90 "$BIN/firemesh" demo --mesh wgpu --ranks 2 --mib 4
         fi
-        step "bench: ResNet-50 at batch 256, one rank" 0 - "a software Vulkan driver trains the tiny ResNet instead (next step)"
+        step "bench: ResNet-50 at batch 256, one rank, f32 and bf16" 0 - "a software Vulkan driver trains the tiny ResNet instead (next step)"
         local models=resnet-tiny,gpt-tiny
         [ "$QUICK" = 1 ] && models=gpt-tiny
         step "bench: the tiny ResNet and GPT on 1, 2 ranks" 100 "$BIN/firemesh" bench --runtimes wgpu --models "$models" --ranks 1,2 --steps 2 --warmup 1 --repeats 1 --out "$tables/bench"

@@ -195,6 +195,8 @@ def compare(args):
             setup = {"firemesh": "Sharded<Cuda>, 1 rank", "inner": "Burn CUDA alone"}.get(
                 r["setup"], r["setup"]
             )
+            # Rows of firemesh bench before --precision existed are f32's.
+            setup += f" ({r.get('precision', 'f32')})"
             cells = []
             for mode in ["fp32", "tf32", "amp"]:
                 t = peer.get((model, mode))
@@ -206,8 +208,9 @@ def compare(args):
             )
     lines += [
         "",
-        "firemesh trains in f32 (no mixed precision yet: issue 31), so the FP32 column is the "
-        "like-for-like one; AMP is what users compare against.",
+        "Like for like: an f32 row against PyTorch FP32 (TF32 lets PyTorch's f32 products run "
+        "on tensor cores, which Burn's f32 does not ask for), a bf16 row (firemesh's autocast: "
+        "products in bf16, the rest f32) against AMP, what users compare against.",
     ]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

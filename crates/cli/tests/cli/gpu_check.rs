@@ -113,7 +113,7 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
             "speed",
             &[
                 "all-reduce: ours, the copy bound",
-                "bench: ResNet-50 at batch 256, one rank",
+                "bench: ResNet-50 at batch 256, one rank, f32 and bf16",
                 "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP",
                 "burn-train DDP (the peer)",
             ][..],
