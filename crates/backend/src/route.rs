@@ -56,7 +56,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
 ) -> Vec<K::P> {
     let elements = parts[0].shape().num_elements();
     let _span = comm_span("sum", mesh.len(), elements);
-    stats::summed(elements);
+    stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
     match route::<B, K>(mesh).1 {
         Way::Moves => {

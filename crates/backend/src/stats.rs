@@ -62,6 +62,9 @@ pub struct Counts {
     /// Elements each rank contributed to sums across ranks (gradient buckets included).
     /// Counted as `ops` is.
     pub summed_elements: u64,
+    /// The bytes of those elements, in the dtype they were summed in (half of f32's for
+    /// gradient buckets summed in bf16). Counted as `ops` is.
+    pub summed_bytes: u64,
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
@@ -108,6 +111,7 @@ impl Counts {
         self.on_rank_threads += other.on_rank_threads;
         self.comm_nanos += other.comm_nanos;
         self.summed_elements += other.summed_elements;
+        self.summed_bytes += other.summed_bytes;
         self.sums_reused += other.sums_reused;
         self.early_buckets += other.early_buckets;
         self.early_comm_nanos += other.early_comm_nanos;
@@ -123,6 +127,7 @@ thread_local! {
     static ON_RANK_THREADS: Cell<u64> = const { Cell::new(0) };
     static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
+    static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -135,9 +140,10 @@ pub(crate) fn preparing<T>(op: &'static str, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Counts a sum of `elements` per rank.
-pub(crate) fn summed(elements: usize) {
+/// Counts a sum of `elements` per rank, of `bytes` per rank.
+pub(crate) fn summed(elements: usize, bytes: usize) {
     SUMMED_ELEMENTS.with(|c| c.set(c.get() + elements as u64));
+    SUMMED_BYTES.with(|c| c.set(c.get() + bytes as u64));
 }
 
 /// Times one sum or gather on the calling thread, until it drops.
@@ -213,7 +219,7 @@ pub(crate) fn early_bucket_summed(there: &Counts) {
     // A scope's ops, comm_nanos and summed_elements are read from this thread's counters
     // when it closes ([`count`]): what `add` puts there is replaced, so add the elements here.
     SCOPES.with(|s| s.borrow_mut().iter_mut().for_each(|c| c.add(&there)));
-    summed(there.summed_elements as usize);
+    summed(there.summed_elements as usize, there.summed_bytes as usize);
 }
 
 /// Time this thread waited for early buckets to be summed: communication it did not hide.
@@ -256,12 +262,14 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     let threads_before = ON_RANK_THREADS.with(Cell::get);
     let comm_before = COMM_NANOS.with(Cell::get);
     let summed_before = SUMMED_ELEMENTS.with(Cell::get);
+    let bytes_before = SUMMED_BYTES.with(Cell::get);
     let out = f();
     let mut counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
     counts.ops = OPS.with(Cell::get) - ops_before;
     counts.on_rank_threads = ON_RANK_THREADS.with(Cell::get) - threads_before;
     counts.comm_nanos = COMM_NANOS.with(Cell::get) - comm_before;
     counts.summed_elements = SUMMED_ELEMENTS.with(Cell::get) - summed_before;
+    counts.summed_bytes = SUMMED_BYTES.with(Cell::get) - bytes_before;
     drop(guard);
     (out, counts)
 }

@@ -24,8 +24,8 @@ use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorPrimitive};
-use firemesh_backend::buckets::{sum_in_buckets, EarlyBuckets, DEFAULT_BUCKET_BYTES};
+use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
+use firemesh_backend::buckets::{sum_in_buckets_on_wire, EarlyBuckets, DEFAULT_BUCKET_BYTES};
 use firemesh_backend::kind::FloatKind;
 use firemesh_backend::{Sharded, ShardedTensor};
 use std::any::Any;
@@ -60,6 +60,19 @@ pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     bucket_bytes: usize,
     early: Option<&EarlyBuckets>,
 ) -> usize {
+    reduce_gradients_on_wire::<B, M>(module, grads, bucket_bytes, early, None)
+}
+
+/// [`reduce_gradients`], each f32 bucket summed in `wire` (bf16: half the bytes on the wire,
+/// the sums cast back to f32; `None`: f32). The early buckets say their own
+/// ([`EarlyBuckets::on_wire`]).
+pub fn reduce_gradients_on_wire<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: &M,
+    grads: &mut GradientsParams,
+    bucket_bytes: usize,
+    early: Option<&EarlyBuckets>,
+    wire: Option<FloatDType>,
+) -> usize {
     let mut taken = Take::<B> {
         grads,
         taken: Vec::new(),
@@ -69,7 +82,7 @@ pub fn reduce_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     taken.reverse();
     let (put_backs, tensors): (Vec<PutBack<B>>, Vec<Grad<B>>) = taken.into_iter().unzip();
     let early = early.map_or(0, EarlyBuckets::close);
-    let (summed, collectives) = sum_in_buckets(tensors, bucket_bytes);
+    let (summed, collectives) = sum_in_buckets_on_wire(tensors, bucket_bytes, wire);
     for (put_back, g) in put_backs.into_iter().zip(summed) {
         put_back(grads, g);
     }

@@ -24,7 +24,7 @@
 //! Loops that Burn drives (burn-train's `Learner`, or a user's own loop around an optimizer)
 //! keep the one-line path: [`crate::grads::Bucketed`].
 
-use crate::grads::reduce_gradients;
+use crate::grads::reduce_gradients_on_wire;
 use crate::precision::{LossScaler, LossScaling, Precision, ScalerState};
 use crate::{Error, Result};
 use burn::backend::Autodiff;
@@ -32,6 +32,7 @@ use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::FloatDType;
 use firemesh_backend::buckets::EarlyBuckets;
 use firemesh_backend::{stats, Mesh, Sharded};
 use std::any::Any;
@@ -59,8 +60,10 @@ pub struct Trainer<A: AutodiffBackend, M, O> {
 /// How a mesh's gradients are summed over its ranks.
 struct Sums<A: AutodiffBackend, M> {
     bucket_bytes: usize,
+    /// The dtype buckets are summed in (`None`: f32).
+    wire: Option<FloatDType>,
     early: Option<EarlyBuckets>,
-    reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>) -> usize,
+    reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
 }
 
@@ -108,8 +111,9 @@ where
         let bucket_bytes = bucket_bytes.max(1);
         let sums = Sums {
             bucket_bytes,
+            wire: None,
             early: Some(EarlyBuckets::new(bucket_bytes)),
-            reduce: reduce_gradients::<B, M>,
+            reduce: reduce_gradients_on_wire::<B, M>,
             arm: arm::<B>,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
@@ -127,6 +131,19 @@ where
             self.scaler = Some(LossScaler::new(LossScaling::default()));
         }
         Ok(self)
+    }
+
+    /// Sums the gradient buckets in `wire` (bf16: half the bytes on the wire), each sum cast
+    /// back to f32: PyTorch DDP's bf16 compression. Off (f32) by default. The step's bytes are
+    /// in its report (`counts.summed_bytes`).
+    pub fn with_gradient_wire(mut self, wire: FloatDType) -> Self {
+        if let Some(sums) = &mut self.sums {
+            sums.wire = Some(wire);
+            if sums.early.is_some() {
+                sums.early = Some(EarlyBuckets::on_wire(sums.bucket_bytes, Some(wire)));
+            }
+        }
+        self
     }
 
     /// Buckets summed only at the optimizer step, after the backward pass (for comparisons).
@@ -251,7 +268,7 @@ where
             drop(autocasting);
             let mut grads = GradientsParams::from_grads(grads, &model);
             let collectives = sums.as_ref().map_or(0, |s| {
-                (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref())
+                (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref(), s.wire)
             });
             let finite = scale.is_none_or(|scale| unscale(&model, &mut grads, 1.0 / scale));
             let loss: f64 = loss.into_scalar().elem();

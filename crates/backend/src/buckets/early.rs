@@ -26,7 +26,7 @@ use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
-use burn_backend::{Backend, TensorMetadata};
+use burn_backend::{Backend, FloatDType, TensorMetadata};
 use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
@@ -61,6 +61,8 @@ pub struct EarlyBuckets {
 /// What an [`EarlyBuckets`] holds; a mesh holds it while it is armed there.
 struct Session {
     bucket_bytes: usize,
+    /// The dtype f32 buckets are summed in (`None`: f32).
+    wire: Option<FloatDType>,
     /// The open bucket (an `Open<B>`).
     open: Mutex<Option<Box<dyn Any + Send>>>,
     /// Buckets summed since the last [`EarlyBuckets::close`].
@@ -72,9 +74,16 @@ struct Session {
 impl EarlyBuckets {
     /// Buckets of `bucket_bytes` (at least one byte).
     pub fn new(bucket_bytes: usize) -> Self {
+        Self::on_wire(bucket_bytes, None)
+    }
+
+    /// Buckets of `bucket_bytes` (of f32) summed in `wire` (bf16 halves the bytes on the wire;
+    /// `None`: in the gradients' dtype), as [`super::sum_in_buckets_on_wire`] does.
+    pub fn on_wire(bucket_bytes: usize, wire: Option<FloatDType>) -> Self {
         Self {
             session: Arc::new(Session {
                 bucket_bytes: bucket_bytes.max(1),
+                wire,
                 open: Mutex::new(None),
                 summed: AtomicUsize::new(0),
                 in_flight: Mutex::new(Vec::new()),
@@ -205,9 +214,10 @@ fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
     }
     stats::early_bucket();
     session.summed.fetch_add(1, Ordering::Relaxed);
+    let wire = session.wire;
     let job = move || {
         let _span = tracing::debug_span!(target: "firemesh::comm", "early bucket").entered();
-        let (summed, _) = sum_run(tensors, usize::MAX);
+        let (summed, _) = sum_run(tensors, usize::MAX, wire);
         for (sum, t) in sums.into_iter().zip(summed) {
             // A clone summed meanwhile holds the same values.
             let _ = sum.set(t.into_parts());

@@ -14,7 +14,7 @@ use crate::placement::Placement;
 use crate::route::{self, To};
 use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, Shape, Slice, TensorMetadata};
+use burn_backend::{Backend, DType, FloatDType, Shape, Slice, TensorMetadata};
 
 mod early;
 pub(crate) use early::gradient_made;
@@ -31,16 +31,31 @@ type P<B> = burn_backend::tensor::FloatTensor<B>;
 /// mesh in the stream starts a new bucket. Returns the tensors in the given order and the
 /// number of collectives.
 pub fn sum_in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
-    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes))
+    sum_in_buckets_on_wire(tensors, bucket_bytes, None)
 }
 
-fn in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
+/// [`sum_in_buckets`], each f32 bucket summed in `wire` (bf16: half the bytes on the wire) and
+/// cast back to f32; `None`: in the tensors' dtype. The bucket's elements are the same either
+/// way (cut by their f32 bytes).
+pub fn sum_in_buckets_on_wire<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
+    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes, wire))
+}
+
+fn in_buckets<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
     let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
     let mut run: Vec<(usize, F<B>)> = Vec::new();
     let mut collectives = 0;
     let mut sum = |run: Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
         let (index, tensors): (Vec<usize>, Vec<F<B>>) = run.into_iter().unzip();
-        let (sums, n) = sum_run(tensors, bucket_bytes);
+        let (sums, n) = sum_run(tensors, bucket_bytes, wire);
         for (i, s) in index.into_iter().zip(sums) {
             out[i] = Some(s);
         }
@@ -80,12 +95,17 @@ struct Span {
     len: usize,
 }
 
-/// Sums a run of `Partial` tensors of one dtype and mesh; returns them summed
-/// (`Replicated`), in order, and the collectives it took.
-fn sum_run<B: Backend>(run: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
+/// Sums a run of `Partial` tensors of one dtype and mesh, an f32 run in `wire` if given;
+/// returns them summed (`Replicated`), in order, and the collectives it took.
+fn sum_run<B: Backend>(
+    run: Vec<F<B>>,
+    bucket_bytes: usize,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
     let Some(first) = run.first() else {
         return (Vec::new(), 0);
     };
+    let wire = wire.filter(|w| first.dtype() == DType::F32 && DType::from(*w) != DType::F32);
     let mesh = first.mesh.clone();
     let per_bucket = (bucket_bytes / first.dtype().size()).max(1);
     let ranks = mesh.len();
@@ -119,7 +139,18 @@ fn sum_run<B: Backend>(run: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize
         stats::preparing("buckets", || {
             stats::redistribution(Redistribution::PartialToReplicated)
         });
-        let sums = route::sum::<B, FloatKind>(buffers, &mesh, To::EveryRank);
+        let sums = match wire {
+            None => route::sum::<B, FloatKind>(buffers, &mesh, To::EveryRank),
+            Some(wire) => {
+                let low = buffers
+                    .into_iter()
+                    .map(|b| B::float_cast(b, wire))
+                    .collect();
+                let sums = route::sum::<B, FloatKind>(low, &mesh, To::EveryRank);
+                let f32 = FloatDType::F32;
+                sums.into_iter().map(|s| B::float_cast(s, f32)).collect()
+            }
+        };
         let total: usize = spans.iter().map(|s| s.len).sum();
         let mut offset = 0;
         for s in spans {

@@ -203,6 +203,10 @@ pub struct TrainOptions {
     /// elsewhere, with dynamic loss scaling) [default: f32].
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
+    /// Precision the gradient buckets are summed in: f32, or bf16/f16 (half the bytes on the
+    /// wire, the sums cast back to f32) [default: f32].
+    #[arg(long, value_enum, value_name = "PRECISION")]
+    pub comm_precision: Option<Precision>,
     /// f16: clean steps in a row after which the loss scale doubles [default: 2000].
     #[arg(long, value_name = "STEPS")]
     pub loss_scale_interval: Option<usize>,
@@ -308,6 +312,7 @@ pub struct TrainConfig {
     pub seq_len: Option<usize>,
     pub tokenizer: TokenizerSpec,
     pub precision: Precision,
+    pub comm_precision: Precision,
     /// How the loss scale of f16 moves.
     pub loss_scaling: LossScaling,
     /// Bytes of a gradient bucket.
@@ -421,6 +426,7 @@ impl TrainConfig {
             seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
             precision: o.precision.unwrap_or_default(),
+            comm_precision: o.comm_precision.unwrap_or_default(),
             loss_scaling,
             bucket_bytes,
             prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,

@@ -33,6 +33,10 @@ pub enum Record {
         /// The update was skipped: the scaled gradients held an inf or a NaN.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         skipped: bool,
+        /// Bytes each rank put into sums across ranks in this step (gradient buckets, in their
+        /// wire precision, and the other sums).
+        #[serde(default)]
+        comm_bytes: u64,
     },
     Eval {
         step: usize,
@@ -139,6 +143,12 @@ pub struct Summary {
     /// What matrix products and convolutions computed in.
     #[serde(default)]
     pub precision: firemesh::Precision,
+    /// What the gradient buckets were summed in, and the bytes each rank put into sums across
+    /// ranks in the last step.
+    #[serde(default)]
+    pub comm_precision: firemesh::Precision,
+    #[serde(default)]
+    pub comm_bytes_per_step: u64,
     /// Steps whose update was skipped for non-finite gradients (f16 loss scaling), over the
     /// whole run, and the loss scale at the end.
     #[serde(default)]

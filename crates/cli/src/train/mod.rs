@@ -55,12 +55,14 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> R
     let sizing = config.model.config(10, config.image_size, vocab)?;
     memory::check(config, &sizing, ranks, seq_len, &mesh)?;
     // Before the run folder exists: a precision a device lacks writes nothing.
-    match &mesh {
-        DeviceMesh::Cuda(d) => config.precision.check::<burn_cuda::Cuda>(d)?,
-        DeviceMesh::Wgpu(d) => config.precision.check::<burn_wgpu::Wgpu>(d)?,
-        DeviceMesh::Cpu { ranks, .. } => config
-            .precision
-            .check::<burn_flex::Flex>(&vec![burn_flex::FlexDevice; *ranks])?,
+    for precision in [config.precision, config.comm_precision] {
+        match &mesh {
+            DeviceMesh::Cuda(d) => precision.check::<burn_cuda::Cuda>(d)?,
+            DeviceMesh::Wgpu(d) => precision.check::<burn_wgpu::Wgpu>(d)?,
+            DeviceMesh::Cpu { ranks, .. } => {
+                precision.check::<burn_flex::Flex>(&vec![burn_flex::FlexDevice; *ranks])?
+            }
+        }
     }
     let data = data::open(config, seq_len.unwrap_or(0))?;
     let net = config

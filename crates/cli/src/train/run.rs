@@ -131,6 +131,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         .with_step_seeds(c.seed)
         .starting_at(start)
         .with_precision(c.precision)?;
+    if c.comm_precision != Precision::F32 {
+        trainer = trainer.with_gradient_wire(c.comm_precision.dtype());
+    }
     if c.precision.scales_loss() {
         trainer = match scaler_state {
             Some(state) => trainer.with_loss_scaler(c.loss_scaling, state)?,
@@ -151,6 +154,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let handoffs_before = firemesh_collective::stream::handoffs();
     let mut routes = BTreeMap::new();
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
+    let mut comm_bytes = 0;
     let mut last_checkpoint = None;
     let mut last_eval = None;
     let mut stopped_at = None;
@@ -172,6 +176,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let report = trainer.step(|model| Ok(model.loss(batch)?))?;
         let (loss, lr, counts) = (report.loss, report.lr, report.counts);
         let (loss_scale, skipped) = (report.loss_scale, report.skipped);
+        comm_bytes = counts.summed_bytes;
         gradient_collectives = report.gradient_collectives;
         early_gradient_collectives = report.early_gradient_collectives;
         if !loss.is_finite() {
@@ -217,6 +222,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             gpus,
             loss_scale,
             skipped,
+            comm_bytes,
         })?;
         let epoch_end = done % job.order.steps_per_epoch == 0;
         if epoch_end || done == total {
@@ -306,6 +312,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         throughput: samples_this_run as f64 * job.per_sample() as f64 / seconds.max(1e-9),
         seconds,
         precision: c.precision,
+        comm_precision: c.comm_precision,
+        comm_bytes_per_step: comm_bytes,
         skipped_steps: scaler.map_or(0, |s| s.skipped_steps),
         loss_scale: scaler.map(|s| s.scale),
         data_wait_fraction: input.waited.as_secs_f64() / seconds.max(1e-9),

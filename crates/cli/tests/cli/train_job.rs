@@ -3,6 +3,7 @@
 
 use crate::common::{cli, config, on_ranks, scratch, tiny};
 use firemesh::mesh::MeshKind;
+use firemesh::Precision;
 use firemesh_cli::options::MeshOptions;
 use firemesh_cli::train::{self, Record, TrainOptions};
 use std::path::Path;
@@ -104,6 +105,69 @@ fn a_batch_of_any_size_splits_over_the_ranks() {
     .unwrap();
     assert_eq!((summary.batch, summary.ranks, summary.fallbacks), (5, 3, 0));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--precision bf16 --comm-precision bf16`: the run says so in its summary, each step's
+/// metrics give the bytes it summed, and its gradients crossed in half the bytes of the f32
+/// run's (the other sums, BatchNorm's statistics and the loss, are the same in both).
+#[test]
+fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
+    let dir = scratch("bf16");
+    let run = |name: &str, precision: Precision| {
+        train::run(&config(TrainOptions {
+            steps: Some(3),
+            precision: Some(precision),
+            comm_precision: Some(precision),
+            ..tiny(&dir.join(name))
+        }))
+        .unwrap()
+    };
+    let (full, half) = (run("f32", Precision::F32), run("bf16", Precision::Bf16));
+    assert_eq!(
+        (full.precision, full.comm_precision),
+        (Precision::F32, Precision::F32)
+    );
+    assert_eq!(
+        (half.precision, half.comm_precision),
+        (Precision::Bf16, Precision::Bf16)
+    );
+    assert_eq!(
+        (half.skipped_steps, half.loss_scale),
+        (0, None),
+        "no scaling in bf16"
+    );
+    assert!(half.last_loss.is_finite() && half.fallbacks == 0);
+    // Every trained parameter of the tiny ResNet has a gradient: 2 bytes of each saved per
+    // step (BatchNorm's running statistics have none).
+    let saved = full.comm_bytes_per_step - half.comm_bytes_per_step;
+    assert_eq!(saved, 2 * trained_params() as u64, "{full:?}\n{half:?}");
+    for r in lines(&dir.join("bf16/metrics.jsonl")) {
+        if let Record::Step { comm_bytes, .. } = r {
+            assert_eq!(comm_bytes, half.comm_bytes_per_step);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Elements of the tiny ResNet's parameters that the optimizer trains.
+fn trained_params() -> usize {
+    use burn::module::{Module, ModuleVisitor, Param};
+    use burn::tensor::Tensor;
+    type Ad = burn::backend::Autodiff<burn_flex::Flex>;
+    struct Count(usize);
+    impl ModuleVisitor<Ad> for Count {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Ad, D>>) {
+            if p.is_require_grad() {
+                self.0 += p.val().shape().num_elements();
+            }
+        }
+    }
+    let model = firemesh_resnet::ResNetConfig::tiny(10)
+        .init::<Ad>(&burn_flex::FlexDevice)
+        .unwrap();
+    let mut count = Count(0);
+    model.visit(&mut count);
+    count.0
 }
 
 /// The same job on separate wgpu clients (lavapipe in CI): sums and gathers across the clients
