@@ -170,6 +170,22 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         self.into_split().0
     }
 
+    /// The bytes each rank holds of this tensor (a draw no op has taken yet: the whole tensor
+    /// on every rank).
+    pub fn bytes_per_rank(&self) -> Vec<usize> {
+        let size = self.dtype().size();
+        match &self.state {
+            State::Pending(p) if p.taken().is_none() => {
+                vec![self.shape().num_elements() * size; self.mesh.len()]
+            }
+            _ => self
+                .part_shapes()
+                .iter()
+                .map(|s| s.num_elements() * size)
+                .collect(),
+        }
+    }
+
     /// The sizes of the blocks along the sharded dim (`None` unless `Shard`).
     pub fn shard_sizes(&self) -> Option<Vec<usize>> {
         match self.placement() {

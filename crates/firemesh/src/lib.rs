@@ -18,3 +18,4 @@ pub mod mesh;
 pub mod optim;
 pub mod precision;
 pub mod trainer;
+pub mod zero;

@@ -30,8 +30,11 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
             OptimizerKind::Sgd => {
                 let decay =
                     (weight_decay > 0.0).then(|| WeightDecayConfig::new(weight_decay as f32));
+                // No momentum: no state at all (Burn's momentum of 0 would keep zeros).
+                let momentum =
+                    (momentum > 0.0).then(|| MomentumConfig::new().with_momentum(momentum));
                 let config = SgdConfig::new()
-                    .with_momentum(Some(MomentumConfig::new().with_momentum(momentum)))
+                    .with_momentum(momentum)
                     .with_weight_decay(decay);
                 Self::Sgd(config.init())
             }

@@ -64,7 +64,16 @@ struct Sums<A: AutodiffBackend, M> {
     wire: Option<FloatDType>,
     early: Option<EarlyBuckets>,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
+    /// ZeRO-1 ([`crate::zero`]): slices the summed gradients to `Shard(0)` before the update
+    /// and gathers the updated parameters after it.
+    zero: Option<Zero<M>>,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
+}
+
+/// ZeRO-1's two passes over a model on a mesh.
+struct Zero<M> {
+    shard: fn(&M, &mut GradientsParams),
+    gather: fn(M, usize) -> (M, usize),
 }
 
 /// What one step did.
@@ -78,6 +87,8 @@ pub struct StepReport {
     /// backward pass.
     pub gradient_collectives: usize,
     pub early_gradient_collectives: usize,
+    /// Collectives that gathered the updated parameters (ZeRO-1; 0 otherwise).
+    pub parameter_collectives: usize,
     /// What the mesh counted during the step: ops, sums and gathers by route, fallbacks,
     /// time in communication.
     pub counts: stats::Counts,
@@ -94,7 +105,7 @@ impl StepReport {
     /// for each.
     pub fn other_collectives(&self) -> u64 {
         let all: u64 = self.counts.routes.values().sum();
-        all - self.gradient_collectives as u64
+        all - (self.gradient_collectives + self.parameter_collectives) as u64
     }
 }
 
@@ -114,6 +125,7 @@ where
             wire: None,
             early: Some(EarlyBuckets::new(bucket_bytes)),
             reduce: reduce_gradients_on_wire::<B, M>,
+            zero: None,
             arm: arm::<B>,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
@@ -144,6 +156,29 @@ where
             }
         }
         self
+    }
+
+    /// ZeRO stage `stage`: 0 (every rank holds the whole optimizer state) or 1 (each rank
+    /// updates, and keeps the optimizer state of, its `Shard(0)` block of every parameter; the
+    /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
+    /// and 3 (sharded gradients and parameters) are refused.
+    pub fn with_zero(mut self, stage: u8) -> Result<Self> {
+        let zero = match stage {
+            0 => None,
+            1 => Some(Zero {
+                shard: crate::zero::shard_gradients::<B, M>,
+                gather: crate::zero::gather_parameters::<B, M>,
+            }),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "--zero {stage}: only ZeRO stages 0 and 1 exist here (1: the optimizer state sharded)"
+                )))
+            }
+        };
+        if let Some(sums) = &mut self.sums {
+            sums.zero = zero;
+        }
+        Ok(self)
     }
 
     /// Buckets summed only at the optimizer step, after the backward pass (for comparisons).
@@ -270,6 +305,9 @@ where
             let collectives = sums.as_ref().map_or(0, |s| {
                 (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref(), s.wire)
             });
+            if let Some(zero) = sums.as_ref().and_then(|s| s.zero.as_ref()) {
+                (zero.shard)(&model, &mut grads);
+            }
             let finite = scale.is_none_or(|scale| unscale(&model, &mut grads, 1.0 / scale));
             let loss: f64 = loss.into_scalar().elem();
             Ok((finite, model, grads, loss, collectives))
@@ -282,11 +320,21 @@ where
             }
         };
         let apply = self.scaler.as_mut().is_none_or(|s| s.update(finite));
-        let model = if apply {
-            self.optimizer.step(lr, model, grads)
-        } else {
-            model
+        let (model, gathers, gather_counts) = match self.sums.as_ref().and_then(|s| s.zero.as_ref())
+        {
+            Some(zero) if apply => {
+                let model = self.optimizer.step(lr, model, grads);
+                let bytes = self.sums.as_ref().map_or(1, |s| s.bucket_bytes);
+                let ((model, gathers), counts) = stats::count(|| (zero.gather)(model, bytes));
+                (model, gathers, Some(counts))
+            }
+            _ if apply => (self.optimizer.step(lr, model, grads), 0, None),
+            _ => (model, 0, None),
         };
+        let mut counts = counts;
+        if let Some(more) = gather_counts {
+            counts.add(&more);
+        }
         self.model = Some(model);
         self.step += 1;
         Ok(StepReport {
@@ -295,6 +343,7 @@ where
             loss,
             gradient_collectives: collectives,
             early_gradient_collectives: counts.early_buckets as usize,
+            parameter_collectives: gathers,
             counts,
             loss_scale: scale,
             skipped: !apply,

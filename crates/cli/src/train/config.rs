@@ -207,6 +207,10 @@ pub struct TrainOptions {
     /// wire, the sums cast back to f32) [default: f32].
     #[arg(long, value_enum, value_name = "PRECISION")]
     pub comm_precision: Option<Precision>,
+    /// ZeRO stage: 0, or 1 (each rank keeps and updates 1/N of the optimizer state; the
+    /// parameters are all-gathered after each update) [default: 0].
+    #[arg(long, value_name = "STAGE")]
+    pub zero: Option<u8>,
     /// f16: clean steps in a row after which the loss scale doubles [default: 2000].
     #[arg(long, value_name = "STEPS")]
     pub loss_scale_interval: Option<usize>,
@@ -313,6 +317,7 @@ pub struct TrainConfig {
     pub tokenizer: TokenizerSpec,
     pub precision: Precision,
     pub comm_precision: Precision,
+    pub zero: u8,
     /// How the loss scale of f16 moves.
     pub loss_scaling: LossScaling,
     /// Bytes of a gradient bucket.
@@ -427,6 +432,14 @@ impl TrainConfig {
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
             precision: o.precision.unwrap_or_default(),
             comm_precision: o.comm_precision.unwrap_or_default(),
+            zero: match o.zero.unwrap_or(0) {
+                z @ (0 | 1) => z,
+                z => {
+                    return Err(Error::Invalid(format!(
+                        "--zero {z}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
+                    )))
+                }
+            },
             loss_scaling,
             bucket_bytes,
             prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,

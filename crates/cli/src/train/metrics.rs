@@ -149,6 +149,12 @@ pub struct Summary {
     pub comm_precision: firemesh::Precision,
     #[serde(default)]
     pub comm_bytes_per_step: u64,
+    /// The ZeRO stage, and the bytes of optimizer state each rank held at the end (AdamW's
+    /// moments; `None` for SGD, whose state Burn keeps private).
+    #[serde(default)]
+    pub zero: u8,
+    #[serde(default)]
+    pub optimizer_state_bytes_per_rank: Option<Vec<usize>>,
     /// Steps whose update was skipped for non-finite gradients (f16 loss scaling), over the
     /// whole run, and the loss scale at the end.
     #[serde(default)]

@@ -131,6 +131,12 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         .with_step_seeds(c.seed)
         .starting_at(start)
         .with_precision(c.precision)?;
+    trainer = trainer.with_zero(c.zero)?;
+    if c.zero == 1 && c.optimizer == firemesh_zoo::OptimizerKind::Sgd && c.momentum == 0.0 {
+        println!(
+            "note: --zero 1: SGD without momentum keeps no state, so there is nothing to shard"
+        );
+    }
     if c.comm_precision != Precision::F32 {
         trainer = trainer.with_gradient_wire(c.comm_precision.dtype());
     }
@@ -273,6 +279,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     progress.finish();
     let seconds = begin.elapsed().as_secs_f64();
     let scaler = trainer.loss_scaler().map(|s| s.state());
+    let state_bytes = firemesh::zero::state_bytes_per_rank(trainer.optimizer(), trainer.model());
     let model = trainer.into_model();
     if start == total {
         let epoch = job.order.position(total).epoch;
@@ -313,6 +320,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         seconds,
         precision: c.precision,
         comm_precision: c.comm_precision,
+        zero: c.zero,
+        optimizer_state_bytes_per_rank: state_bytes,
         comm_bytes_per_step: comm_bytes,
         skipped_steps: scaler.map_or(0, |s| s.skipped_steps),
         loss_scale: scaler.map(|s| s.scale),

@@ -108,6 +108,10 @@ fn bad_options_and_sizes_are_named() {
             "no earlier run of resnet-tiny",
         ),
         (
+            &["train", "--zero", "2"],
+            "--zero 2: ZeRO stages 0 and 1 exist here",
+        ),
+        (
             &["train", "--precision", "fp8"],
             "invalid value 'fp8' for '--precision",
         ),

@@ -439,6 +439,80 @@ fn resuming_on_another_rank_count_keeps_the_global_batch() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// ZeRO-1 with AdamW: a run stopped at a checkpoint and resumed ends bit for bit where an
+/// uninterrupted one ends (the checkpoint holds the whole state, gathered); resumed on 3 ranks
+/// instead of 2, the state is sliced again, a third per rank.
+#[test]
+fn a_zero1_run_resumes_bit_identical_and_onto_another_rank_count() {
+    let dir = scratch("zero");
+    let go = |run: &Path, extra: &str| {
+        let options = format!(
+            "--samples 64 --checkpoint-every 3 --optimizer adamw --schedule constant \
+             --warmup-steps 0 --zero 1 {extra}"
+        );
+        let out = cli(&dir, &strs(&train_args(run, &options)));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(run.join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let whole = go(&dir.join("whole"), "--steps 6");
+    let (resumed, other) = (dir.join("resumed"), dir.join("other"));
+    go(&resumed, "--steps 3");
+    std::fs::create_dir_all(&other).unwrap();
+    for entry in ["checkpoints", "metrics.jsonl"] {
+        let copy = Command::new("cp")
+            .arg("-r")
+            .arg(resumed.join(entry))
+            .arg(&other)
+            .status();
+        assert!(copy.unwrap().success());
+    }
+    let same = go(&resumed, "--steps 6 --resume");
+    assert_eq!(same["params_digest"], whole["params_digest"]);
+    assert_eq!(same["zero"], 1);
+    let state = |s: &serde_json::Value| -> Vec<u64> {
+        let per_rank = s["optimizer_state_bytes_per_rank"].as_array().unwrap();
+        per_rank.iter().map(|b| b.as_u64().unwrap()).collect()
+    };
+    let two = state(&same);
+    assert_eq!(two.len(), 2);
+    let mut three_ranks = train_args(&other, "");
+    let ranks = three_ranks.iter().position(|a| a == "--ranks").unwrap();
+    three_ranks[ranks + 1] = "3".into();
+    three_ranks.extend(
+        "--samples 64 --checkpoint-every 3 --optimizer adamw --schedule constant --warmup-steps 0 \
+         --zero 1 --steps 6 --resume"
+            .split_whitespace()
+            .map(String::from),
+    );
+    let out = cli(&dir, &strs(&three_ranks));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let three: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(other.join("summary.json")).unwrap())
+            .unwrap();
+    let three = state(&three);
+    let total: u64 = two.iter().sum();
+    assert_eq!(three.len(), 3);
+    assert_eq!(
+        three.iter().sum::<u64>(),
+        total,
+        "{three:?} against {two:?}"
+    );
+    assert!(
+        three.iter().all(|&b| b < total / 2),
+        "{three:?}: sliced again"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Step records in the run's metrics so far.
 fn steps_logged(run_dir: &Path) -> usize {
     std::fs::read_to_string(run_dir.join("metrics.jsonl"))

@@ -4,3 +4,4 @@ mod alloc;
 mod mesh;
 mod precision;
 mod step;
+mod zero;

@@ -1,0 +1,121 @@
+//! Parameters gathered in buckets: after a sharded optimizer step (ZeRO-1) every parameter is
+//! `Shard(0)`, each rank holding the block it updated; the next forward pass needs them
+//! `Replicated`. One all-gather per bucket instead of one per parameter: on every rank a bucket
+//! is its blocks of several parameters, flat and concatenated; the gathered buffer holds every
+//! rank's, and each parameter is cut back out of it, block by block.
+
+use super::{cat, piece, F, P};
+use crate::kind::FloatKind;
+use crate::placement::Placement;
+use crate::route::{self, To};
+use crate::stats::{self, Redistribution};
+use burn_backend::{Backend, TensorMetadata};
+
+/// The `Shard(0)` tensors gathered (now `Replicated`), whole tensors in buckets of about
+/// `bucket_bytes` (a tensor larger than that is a bucket alone); tensors of other placements
+/// are returned unchanged, and a change of dtype or mesh starts a new bucket. Returns the
+/// tensors in the given order and the number of collectives.
+pub fn gather_in_buckets<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+) -> (Vec<F<B>>, usize) {
+    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes))
+}
+
+fn in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
+    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
+    let mut bucket: Vec<(usize, F<B>)> = Vec::new();
+    let (mut bytes, mut collectives) = (0, 0);
+    let mut flush = |bucket: &mut Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
+        if bucket.is_empty() {
+            return;
+        }
+        let (index, tensors): (Vec<usize>, Vec<F<B>>) = std::mem::take(bucket).into_iter().unzip();
+        for (i, t) in index.into_iter().zip(gather_bucket(tensors)) {
+            out[i] = Some(t);
+        }
+        collectives += 1;
+    };
+    for (i, t) in tensors.into_iter().enumerate() {
+        out.push(None);
+        if t.placement() != Placement::Shard(0) {
+            out[i] = Some(t);
+            continue;
+        }
+        let size = t.shape().num_elements() * t.dtype().size();
+        let joins = bucket
+            .first()
+            .is_some_and(|(_, f)| super::same_stream(f, &t) && bytes + size <= bucket_bytes);
+        if !joins {
+            flush(&mut bucket, &mut out);
+            bytes = 0;
+        }
+        bytes += size;
+        bucket.push((i, t));
+    }
+    flush(&mut bucket, &mut out);
+    let out = out.into_iter().map(|t| t.expect("every tensor placed"));
+    (out.collect(), collectives)
+}
+
+/// One bucket of `Shard(0)` tensors of one dtype and mesh, gathered with one collective.
+fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
+    let mesh = bucket[0].mesh.clone();
+    let ranks = mesh.len();
+    let shapes: Vec<_> = bucket.iter().map(|t| t.shape()).collect();
+    // blocks[item][rank]: the rank's block, flat.
+    let blocks: Vec<Vec<P<B>>> = bucket
+        .into_iter()
+        .map(|t| {
+            t.into_parts()
+                .into_iter()
+                .map(|p| {
+                    let len = p.shape().num_elements();
+                    B::float_reshape(p, [len].into())
+                })
+                .collect()
+        })
+        .collect();
+    let lens: Vec<Vec<usize>> = blocks
+        .iter()
+        .map(|of_item| of_item.iter().map(|b| b.shape().num_elements()).collect())
+        .collect();
+    let buffers: Vec<P<B>> = (0..ranks)
+        .map(|r| cat::<B>(blocks.iter().map(|of_item| of_item[r].clone()).collect()))
+        .collect();
+    // Where rank r's buffer starts in the gathered one, and its length.
+    let rank_lens: Vec<usize> = (0..ranks)
+        .map(|r| lens.iter().map(|l| l[r]).sum())
+        .collect();
+    let total: usize = rank_lens.iter().sum();
+    stats::preparing("buckets", || {
+        stats::redistribution(Redistribution::ShardToReplicated)
+    });
+    let wholes = route::gather::<B, FloatKind>(buffers, 0, &mesh, To::EveryRank);
+    shapes
+        .into_iter()
+        .enumerate()
+        .map(|(item, shape)| {
+            let parts = wholes
+                .iter()
+                .map(|whole| {
+                    let mut start = 0;
+                    let mut pieces = Vec::new();
+                    for (r, rank_len) in rank_lens.iter().enumerate() {
+                        let before: usize = lens[..item].iter().map(|l| l[r]).sum();
+                        let len = lens[item][r];
+                        if len > 0 {
+                            pieces.push(piece::<B>(whole, total, start + before, len));
+                        }
+                        start += rank_len;
+                    }
+                    if pieces.is_empty() {
+                        pieces.push(piece::<B>(whole, total, 0, 0));
+                    }
+                    B::float_reshape(cat::<B>(pieces), shape.clone())
+                })
+                .collect();
+            F::<B>::new(parts, Placement::Replicated, mesh.clone())
+        })
+        .collect()
+}

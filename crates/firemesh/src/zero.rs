@@ -1,0 +1,129 @@
+//! ZeRO-1: the optimizer state sharded over the ranks, as placements.
+//!
+//! After the gradients are summed, each is sliced to `Shard(0)` (a local slice: every rank
+//! keeps the block of rows it will update). Burn's optimizer then meets a `Replicated`
+//! parameter and a `Shard(0)` gradient; the element-wise placement rule slices the parameter
+//! to the same block, so the update computes 1/N of each parameter and every state tensor it
+//! makes (momentum, Adam's moments) is `Shard(0)`: 1/N of the state per rank. The updated
+//! parameters, `Shard(0)` too, are all-gathered in buckets for the next forward pass.
+//!
+//! A checkpoint reads the state whole (gathered); loaded, it is `Replicated` until the first
+//! step slices it again, on whatever rank count the run resumes.
+
+use crate::optim::AnyOptimizer;
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{AdamWState, GradientsParams, Optimizer};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorPrimitive};
+use firemesh_backend::buckets::gather_in_buckets;
+use firemesh_backend::kind::FloatKind;
+use firemesh_backend::{placement, redistribute, Placement, Sharded, ShardedTensor};
+use std::collections::HashMap;
+
+type Ad<B> = Autodiff<Sharded<B>>;
+
+/// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block.
+pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: &M,
+    grads: &mut GradientsParams,
+) {
+    struct Slice<'a>(&'a mut GradientsParams);
+    impl<B: Backend> ModuleVisitor<Ad<B>> for Slice<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            if let Some(g) = self.0.remove::<Sharded<B>, D>(param.id) {
+                let g = match placement(&g) {
+                    Placement::Shard(_) => g,
+                    _ => redistribute(g, Placement::Shard(0)),
+                };
+                self.0.register::<Sharded<B>, D>(param.id, g);
+            }
+        }
+    }
+    module.visit(&mut Slice(grads));
+}
+
+/// Gathers every `Shard(0)` parameter of `module` (`Replicated` again), in buckets of
+/// `bucket_bytes`; returns the module and the collectives it took.
+pub fn gather_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: M,
+    bucket_bytes: usize,
+) -> (M, usize) {
+    struct Collect<B: Backend>(Vec<(ParamId, ShardedTensor<B, FloatKind>)>);
+    impl<B: Backend> ModuleVisitor<Ad<B>> for Collect<B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            let inner = param.val().inner();
+            if placement(&inner) == Placement::Shard(0) {
+                self.0.push((param.id, inner.into_primitive().tensor()));
+            }
+        }
+    }
+    struct Put<B: Backend>(HashMap<ParamId, ShardedTensor<B, FloatKind>>);
+    impl<B: Backend> ModuleMapper<Ad<B>> for Put<B> {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: Param<Tensor<Ad<B>, D>>,
+        ) -> Param<Tensor<Ad<B>, D>> {
+            let Some(whole) = self.0.remove(&param.id) else {
+                return param;
+            };
+            let (id, tensor, mapper) = param.consume();
+            let trained = tensor.is_require_grad();
+            let whole = Tensor::<Sharded<B>, D>::from_primitive(TensorPrimitive::Float(whole));
+            let mut tensor = Tensor::<Ad<B>, D>::from_inner(whole);
+            if trained {
+                tensor = tensor.require_grad();
+            }
+            Param::from_mapped_value(id, tensor, mapper)
+        }
+    }
+    let mut collect = Collect::<B>(Vec::new());
+    module.visit(&mut collect);
+    if collect.0.is_empty() {
+        return (module, 0);
+    }
+    let (ids, tensors): (Vec<ParamId>, Vec<_>) = collect.0.into_iter().unzip();
+    let (wholes, collectives) = gather_in_buckets(tensors, bucket_bytes);
+    let module = module.map(&mut Put(ids.into_iter().zip(wholes).collect()));
+    (module, collectives)
+}
+
+/// The bytes of optimizer state each rank holds for `module`'s parameters: AdamW's two moment
+/// estimates, in rank order (`None` for SGD, whose momentum Burn keeps private).
+pub fn state_bytes_per_rank<B: Backend, M: AutodiffModule<Ad<B>>>(
+    optimizer: &AnyOptimizer<M, Ad<B>>,
+    module: &M,
+) -> Option<Vec<usize>> {
+    let AnyOptimizer::AdamW(adamw) = optimizer else {
+        return None;
+    };
+    type Records<B> =
+        HashMap<ParamId, burn::optim::record::AdaptorRecord<burn::optim::AdamW, Ad<B>>>;
+    struct Count<B: Backend> {
+        records: Records<B>,
+        bytes: Vec<usize>,
+    }
+    impl<B: Backend> ModuleVisitor<Ad<B>> for Count<B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            let Some(record) = self.records.remove(&param.id) else {
+                return;
+            };
+            let state: AdamWState<Sharded<B>, D> = record.into_state::<D>();
+            for moment in [state.momentum.moment_1, state.momentum.moment_2] {
+                let per_rank = moment.into_primitive().tensor().bytes_per_rank();
+                if self.bytes.is_empty() {
+                    self.bytes = vec![0; per_rank.len()];
+                }
+                for (total, b) in self.bytes.iter_mut().zip(per_rank) {
+                    *total += b;
+                }
+            }
+        }
+    }
+    let mut count = Count::<B> {
+        records: adamw.to_record().into_iter().collect(),
+        bytes: Vec::new(),
+    };
+    module.visit(&mut count);
+    Some(count.bytes)
+}
