@@ -13,7 +13,10 @@
 //! skipped and the scale halved; after `growth_interval` clean steps in a row it doubles.
 
 use crate::{Error, Result};
-use burn::tensor::backend::Backend;
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::prelude::*;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{DType, FloatDType};
 use serde::{Deserialize, Serialize};
 
@@ -181,4 +184,41 @@ impl LossScaler {
         }
         finite
     }
+}
+
+/// Divides every parameter gradient of `model` in `grads` by the loss scale (multiplies by
+/// `inverse`); returns whether all of them are finite. The test reads one number, the sum of
+/// every gradient's sum, which is finite exactly when no element is an inf or a NaN (barring
+/// an f32 overflow of the sum itself, a step worth skipping too).
+pub(crate) fn unscale_gradients<A: AutodiffBackend, M: AutodiffModule<A>>(
+    model: &M,
+    grads: &mut GradientsParams,
+    inverse: f64,
+) -> bool {
+    struct Unscale<'a, A: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        inverse: f64,
+        total: Option<Tensor<A::InnerBackend, 1>>,
+    }
+    impl<A: AutodiffBackend> ModuleVisitor<A> for Unscale<'_, A> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<A, D>>) {
+            if let Some(g) = self.grads.remove::<A::InnerBackend, D>(param.id) {
+                let g = g.mul_scalar(self.inverse);
+                let sum = g.clone().sum();
+                self.total = Some(match self.total.take() {
+                    Some(total) => total + sum,
+                    None => sum,
+                });
+                self.grads.register::<A::InnerBackend, D>(param.id, g);
+            }
+        }
+    }
+    let mut pass = Unscale::<A> {
+        grads,
+        inverse,
+        total: None,
+    };
+    model.visit(&mut pass);
+    pass.total
+        .is_none_or(|t| t.into_scalar().elem::<f64>().is_finite())
 }

@@ -21,14 +21,19 @@
 //! what is left. On one device ([`Trainer::single_device`]) nothing is summed: the same step on
 //! the inner backend alone, the reference that sharded runs are compared with.
 //!
+//! Options of a mesh's step: a precision for the products ([`Trainer::with_precision`], with
+//! dynamic loss scaling under f16, [`crate::precision`]), gradient buckets summed in bf16
+//! ([`Trainer::with_gradient_wire`]), and the optimizer state sharded over the ranks
+//! ([`Trainer::with_zero`], [`crate::zero`]).
+//!
 //! Loops that Burn drives (burn-train's `Learner`, or a user's own loop around an optimizer)
 //! keep the one-line path: [`crate::grads::Bucketed`].
 
 use crate::grads::reduce_gradients_on_wire;
-use crate::precision::{LossScaler, LossScaling, Precision, ScalerState};
+use crate::precision::{unscale_gradients, LossScaler, LossScaling, Precision, ScalerState};
 use crate::{Error, Result};
 use burn::backend::Autodiff;
-use burn::module::{AutodiffModule, ModuleVisitor, Param};
+use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
@@ -53,7 +58,7 @@ pub struct Trainer<A: AutodiffBackend, M, O> {
     sums: Option<Sums<A, M>>,
     precision: Precision,
     /// Arms the precision on the device for the forward and backward pass (meshes only).
-    autocast: Option<fn(&A::Device, Precision) -> Box<dyn Any>>,
+    autocast: Option<ArmAutocast<A>>,
     scaler: Option<LossScaler>,
 }
 
@@ -69,6 +74,9 @@ struct Sums<A: AutodiffBackend, M> {
     zero: Option<Zero<M>>,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
 }
+
+/// Arms a precision on a device (a mesh) until the returned value drops.
+type ArmAutocast<A> = fn(&burn::tensor::Device<A>, Precision) -> Box<dyn Any>;
 
 /// ZeRO-1's two passes over a model on a mesh.
 struct Zero<M> {
@@ -308,7 +316,8 @@ where
             if let Some(zero) = sums.as_ref().and_then(|s| s.zero.as_ref()) {
                 (zero.shard)(&model, &mut grads);
             }
-            let finite = scale.is_none_or(|scale| unscale(&model, &mut grads, 1.0 / scale));
+            let finite =
+                scale.is_none_or(|scale| unscale_gradients(&model, &mut grads, 1.0 / scale));
             let loss: f64 = loss.into_scalar().elem();
             Ok((finite, model, grads, loss, collectives))
         });
@@ -374,41 +383,4 @@ where
 /// The seed of step `step`'s random draws: the run's seed and the step mixed.
 fn step_seed(seed: u64, step: usize) -> u64 {
     firemesh_rng::mix(seed, step as u64)
-}
-
-/// Divides every parameter gradient of `model` in `grads` by the loss scale (multiplies by
-/// `inverse`); returns whether all of them are finite. The test reads one number, the sum of
-/// every gradient's sum, which is finite exactly when no element is an inf or a NaN (barring
-/// an f32 overflow of the sum itself, a step worth skipping too).
-fn unscale<A: AutodiffBackend, M: AutodiffModule<A>>(
-    model: &M,
-    grads: &mut GradientsParams,
-    inverse: f64,
-) -> bool {
-    struct Unscale<'a, A: AutodiffBackend> {
-        grads: &'a mut GradientsParams,
-        inverse: f64,
-        total: Option<Tensor<A::InnerBackend, 1>>,
-    }
-    impl<A: AutodiffBackend> ModuleVisitor<A> for Unscale<'_, A> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<A, D>>) {
-            if let Some(g) = self.grads.remove::<A::InnerBackend, D>(param.id) {
-                let g = g.mul_scalar(self.inverse);
-                let sum = g.clone().sum();
-                self.total = Some(match self.total.take() {
-                    Some(total) => total + sum,
-                    None => sum,
-                });
-                self.grads.register::<A::InnerBackend, D>(param.id, g);
-            }
-        }
-    }
-    let mut pass = Unscale::<A> {
-        grads,
-        inverse,
-        total: None,
-    };
-    model.visit(&mut pass);
-    pass.total
-        .is_none_or(|t| t.into_scalar().elem::<f64>().is_finite())
 }
