@@ -255,9 +255,9 @@ phase_correct() {
         [ "$QUICK" = 1 ] && stress=stress::every_part_of_a_wgpu_run
         step "streams: Burn ops and collectives from many threads" 50 env FIREMESH_REQUIRE_WGPU=1 "$BIN/backend" "$stress"
     fi
-    step "train on 1 rank" 35 train 1 1
-    step "train on 2 ranks" 35 train 2 2
-    step "train on 2 ranks, rank threads" 35 train 2 2-threads FIREMESH_RANK_THREADS=1
+    step "train on 1 rank" 40 train 1 1
+    step "train on 2 ranks" 40 train 2 2
+    step "train on 2 ranks, rank threads" 40 train 2 2-threads FIREMESH_RANK_THREADS=1
     step "1 vs 2 ranks, in turn vs rank threads" 5 compare_runs
 }
 
