@@ -9,7 +9,7 @@
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
 use crate::stats;
-use burn_backend::{Backend, Shape, TensorMetadata, TensorPrimitive};
+use burn_backend::{Backend, Shape, Slice, TensorMetadata, TensorPrimitive};
 use burn_tensor::Tensor;
 use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollectives};
 use std::any::{Any, TypeId};
@@ -36,6 +36,12 @@ fn comm_span(kind: &'static str, ranks: usize, elements: usize) -> tracing::span
 pub trait MeshCollectives<B: Backend>: Send + Sync + 'static {
     fn sum(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
     fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
+    /// Rank r receives `lens[r]` elements of the sum, after those of the ranks before it.
+    fn reduce_scatter(
+        &self,
+        parts: Vec<Tensor<B, 1>>,
+        lens: &[usize],
+    ) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
 }
 
 impl<B: Backend, G: TensorCollectives<B> + Send + Sync + 'static> MeshCollectives<B> for G {
@@ -44,6 +50,13 @@ impl<B: Backend, G: TensorCollectives<B> + Send + Sync + 'static> MeshCollective
     }
     fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
         self.all_gather_tensors(parts)
+    }
+    fn reduce_scatter(
+        &self,
+        parts: Vec<Tensor<B, 1>>,
+        lens: &[usize],
+    ) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
+        self.reduce_scatter_flat_parts(parts, ReduceOp::Sum, lens)
     }
 }
 
@@ -118,6 +131,46 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
                 .into_iter()
                 .map(|t| B::float_swap_dims(B::float_reshape(unflat(t), shape.clone()), 0, dim));
             kind_parts::<B, K>(take(wholes, to))
+        }
+    }
+}
+
+/// The sum of flat float parts (one addend per rank, of one length), rank r receiving the
+/// `lens[r]` elements of it that follow those of the ranks before it.
+pub(crate) fn reduce_scatter<B: Backend>(
+    parts: Vec<B::FloatTensorPrimitive>,
+    lens: &[usize],
+    mesh: &Mesh<B::Device>,
+) -> Vec<B::FloatTensorPrimitive> {
+    let elements = parts[0].shape().num_elements();
+    let _span = comm_span("reduce-scatter", mesh.len(), elements);
+    stats::summed(elements, elements * parts[0].dtype().size());
+    let _clock = stats::comm_clock::<B>(mesh);
+    match route::<B, FloatKind>(mesh).1 {
+        Way::Moves => {
+            let home = mesh.device(0);
+            let mut it = parts
+                .into_iter()
+                .map(|p| <FloatKind as Kind<B>>::move_to(p, home));
+            let first = it.next().expect("a mesh has at least one rank");
+            let whole = it.fold(first, <FloatKind as Kind<B>>::add);
+            let mut start = 0;
+            lens.iter()
+                .zip(mesh.devices())
+                .map(|(&len, device)| {
+                    let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
+                    start += len;
+                    <FloatKind as Kind<B>>::move_to(B::float_slice(whole.clone(), &range), device)
+                })
+                .collect()
+        }
+        Way::Group(group) => {
+            let flats = parts.into_iter().map(|p| flat::<B>(p, elements));
+            let out = group_call(
+                "reduce-scatter",
+                group.reduce_scatter(flats.collect(), lens),
+            );
+            out.into_iter().map(unflat).collect()
         }
     }
 }

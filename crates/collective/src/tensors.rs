@@ -65,6 +65,21 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         })
     }
 
+    /// Reduce flat tensors of one length and give rank r the `parts[r]` elements after those of
+    /// the ranks before it (parts may differ, and be empty; they add up to the length).
+    fn reduce_scatter_flat_parts(
+        &self,
+        tensors: Vec<Tensor<B, 1>>,
+        op: ReduceOp,
+        parts: &[usize],
+    ) -> Result<Vec<Tensor<B, 1>>> {
+        handed_over(tensors, |tensors| {
+            let mut bufs = self.flatten(tensors)?;
+            let out = self.reduce_scatter_parts(&mut bufs, op, parts)?;
+            Ok(self.unflatten(out, |r| [parts[r]]))
+        })
+    }
+
     /// Every rank receives the root's tensor.
     fn broadcast_tensors<const D: usize>(
         &self,

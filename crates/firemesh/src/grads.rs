@@ -73,6 +73,20 @@ pub fn reduce_gradients_on_wire<B: Backend, M: AutodiffModule<Ad<B>>>(
     early: Option<&EarlyBuckets>,
     wire: Option<FloatDType>,
 ) -> usize {
+    let early = early.map_or(0, EarlyBuckets::close);
+    early
+        + reduce_with::<B, M>(module, grads, |g| {
+            sum_in_buckets_on_wire(g, bucket_bytes, wire)
+        })
+}
+
+/// Sums `module`'s `Partial` gradients over the ranks with `sum` (given them in backward order,
+/// it returns them summed and the collectives it took); returns the collectives.
+pub(crate) fn reduce_with<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: &M,
+    grads: &mut GradientsParams,
+    sum: impl FnOnce(Vec<Grad<B>>) -> (Vec<Grad<B>>, usize),
+) -> usize {
     let mut taken = Take::<B> {
         grads,
         taken: Vec::new(),
@@ -81,12 +95,11 @@ pub fn reduce_gradients_on_wire<B: Backend, M: AutodiffModule<Ad<B>>>(
     let Take { grads, mut taken } = taken;
     taken.reverse();
     let (put_backs, tensors): (Vec<PutBack<B>>, Vec<Grad<B>>) = taken.into_iter().unzip();
-    let early = early.map_or(0, EarlyBuckets::close);
-    let (summed, collectives) = sum_in_buckets_on_wire(tensors, bucket_bytes, wire);
+    let (summed, collectives) = sum(tensors);
     for (put_back, g) in put_backs.into_iter().zip(summed) {
         put_back(grads, g);
     }
-    early + collectives
+    collectives
 }
 
 /// Takes every parameter's gradient out of `grads`, with how to put it back.

@@ -69,8 +69,7 @@ struct Sums<A: AutodiffBackend, M> {
     wire: Option<FloatDType>,
     early: Option<EarlyBuckets>,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
-    /// ZeRO-1 ([`crate::zero`]): slices the summed gradients to `Shard(0)` before the update
-    /// and gathers the updated parameters after it.
+    /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update.
     zero: Option<Zero<M>>,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
 }
@@ -78,9 +77,8 @@ struct Sums<A: AutodiffBackend, M> {
 /// Arms a precision on a device (a mesh) until the returned value drops.
 type ArmAutocast<A> = fn(&burn::tensor::Device<A>, Precision) -> Box<dyn Any>;
 
-/// ZeRO-1's two passes over a model on a mesh.
+/// ZeRO-1's gather of the updated parameters (its reduce-scatter is the `Sums`' `reduce`).
 struct Zero<M> {
-    shard: fn(&M, &mut GradientsParams),
     gather: fn(M, usize) -> (M, usize),
 }
 
@@ -174,7 +172,6 @@ where
         let zero = match stage {
             0 => None,
             1 => Some(Zero {
-                shard: crate::zero::shard_gradients::<B, M>,
                 gather: crate::zero::gather_parameters::<B, M>,
             }),
             _ => {
@@ -184,6 +181,13 @@ where
             }
         };
         if let Some(sums) = &mut self.sums {
+            // ZeRO-1 reduce-scatters at the step: no early buckets (they all-reduce).
+            if zero.is_some() {
+                sums.reduce = crate::zero::reduce_scatter_gradients::<B, M>;
+                sums.early = None;
+            } else {
+                sums.reduce = reduce_gradients_on_wire::<B, M>;
+            }
             sums.zero = zero;
         }
         Ok(self)
@@ -313,9 +317,6 @@ where
             let collectives = sums.as_ref().map_or(0, |s| {
                 (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref(), s.wire)
             });
-            if let Some(zero) = sums.as_ref().and_then(|s| s.zero.as_ref()) {
-                (zero.shard)(&model, &mut grads);
-            }
             let finite =
                 scale.is_none_or(|scale| unscale_gradients(&model, &mut grads, 1.0 / scale));
             let loss: f64 = loss.into_scalar().elem();

@@ -1,7 +1,9 @@
 //! ZeRO-1: the optimizer state sharded over the ranks, as placements.
 //!
-//! After the gradients are summed, each is sliced to `Shard(0)` (a local slice: every rank
-//! keeps the block of rows it will update). Burn's optimizer then meets a `Replicated`
+//! The gradients are reduce-scattered in buckets: each rank receives the sum of its `Shard(0)`
+//! block of every gradient (the rows it will update), half the bytes of an all-reduce; a
+//! gradient with fewer rows than ranks is summed whole and sliced. Burn's optimizer then meets a
+//! `Replicated`
 //! parameter and a `Shard(0)` gradient; the element-wise placement rule slices the parameter
 //! to the same block, so the update computes 1/N of each parameter and every state tensor it
 //! makes (momentum, Adam's moments) is `Shard(0)`: 1/N of the state per rank. The updated
@@ -15,13 +17,32 @@ use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWState, GradientsParams, Optimizer};
 use burn::tensor::backend::Backend;
+use burn::tensor::FloatDType;
 use burn::tensor::{Tensor, TensorPrimitive};
-use firemesh_backend::buckets::gather_in_buckets;
+use firemesh_backend::buckets::{gather_in_buckets, reduce_scatter_in_buckets, EarlyBuckets};
 use firemesh_backend::kind::FloatKind;
 use firemesh_backend::{placement, redistribute, Placement, Sharded, ShardedTensor};
 use std::collections::HashMap;
 
 type Ad<B> = Autodiff<Sharded<B>>;
+
+/// Sums `module`'s `Partial` gradients in `grads` over the ranks into `Shard(0)` blocks, in
+/// buckets of `bucket_bytes` reduce-scattered (in `wire` if given), after closing the `early`
+/// buckets (ZeRO-1 sums none early); then slices what is left whole (`Replicated`) to
+/// `Shard(0)`. Returns the collectives: the signature of [`crate::grads::reduce_gradients_on_wire`].
+pub fn reduce_scatter_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: &M,
+    grads: &mut GradientsParams,
+    bucket_bytes: usize,
+    early: Option<&EarlyBuckets>,
+    wire: Option<FloatDType>,
+) -> usize {
+    let early = early.map_or(0, EarlyBuckets::close);
+    let scatter = |g| reduce_scatter_in_buckets(g, bucket_bytes, wire);
+    let collectives = crate::grads::reduce_with::<B, M>(module, grads, scatter);
+    shard_gradients::<B, M>(module, grads);
+    early + collectives
+}
 
 /// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block.
 pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(

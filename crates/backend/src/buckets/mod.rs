@@ -18,9 +18,11 @@ use burn_backend::{Backend, DType, FloatDType, Shape, Slice, TensorMetadata};
 
 mod early;
 mod gather;
+mod scatter;
 pub(crate) use early::gradient_made;
 pub use early::{Armed, EarlyBuckets};
 pub use gather::gather_in_buckets;
+pub use scatter::reduce_scatter_in_buckets;
 
 /// PyTorch DDP's default bucket size, which ours follows: 25 MiB.
 pub const DEFAULT_BUCKET_BYTES: usize = 25 * 1024 * 1024;

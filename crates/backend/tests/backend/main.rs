@@ -17,3 +17,4 @@ mod stress;
 mod table;
 mod training;
 mod wgpu;
+mod zero_buckets;

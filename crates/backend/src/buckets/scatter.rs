@@ -1,0 +1,164 @@
+//! Gradients reduce-scattered in buckets, for ZeRO-1: each rank receives only the sum of its
+//! `Shard(0)` block of every gradient (the rows it updates), in one collective per bucket.
+//! On every rank a bucket is laid out by destination: the blocks of rank 0 of each gradient,
+//! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
+
+use super::{cat, piece, sum_run, F, P};
+use crate::placement::{even_split, Placement};
+use crate::route;
+use crate::stats::{self, Redistribution};
+use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
+
+/// The `Partial` tensors summed over the ranks into `Shard(0)` blocks (rank r holds the sum of
+/// its even share of rows), whole tensors in buckets of about `bucket_bytes`, each f32 bucket
+/// in `wire` if given. A tensor with fewer rows than ranks is summed whole (`Replicated`);
+/// tensors of other placements are returned unchanged. Returns the tensors in the given order
+/// and the number of collectives.
+pub fn reduce_scatter_in_buckets<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
+    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes, wire))
+}
+
+fn in_buckets<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
+    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
+    let (mut bucket, mut short): (Vec<(usize, F<B>)>, Vec<(usize, F<B>)>) = (vec![], vec![]);
+    let (mut bytes, mut collectives) = (0, 0);
+    let mut flush = |bucket: &mut Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
+        if bucket.is_empty() {
+            return;
+        }
+        let (index, tensors): (Vec<usize>, Vec<F<B>>) = std::mem::take(bucket).into_iter().unzip();
+        for (i, t) in index.into_iter().zip(scatter_bucket(tensors, wire)) {
+            out[i] = Some(t);
+        }
+        collectives += 1;
+    };
+    for (i, t) in tensors.into_iter().enumerate() {
+        out.push(None);
+        let t = t.with_known_sum();
+        if t.placement() != Placement::Partial {
+            out[i] = Some(t);
+            continue;
+        }
+        let shape = t.shape();
+        if shape.num_dims() == 0 || shape[0] < t.mesh.len() {
+            short.push((i, t));
+            continue;
+        }
+        let size = shape.num_elements() * t.dtype().size();
+        let joins = bucket
+            .first()
+            .is_some_and(|(_, f)| super::same_stream(f, &t) && bytes + size <= bucket_bytes);
+        if !joins {
+            flush(&mut bucket, &mut out);
+            bytes = 0;
+        }
+        bytes += size;
+        bucket.push((i, t));
+    }
+    flush(&mut bucket, &mut out);
+    if !short.is_empty() {
+        let (index, tensors): (Vec<usize>, Vec<F<B>>) = short.into_iter().unzip();
+        let (sums, n) = sum_run(tensors, bucket_bytes, wire);
+        for (i, s) in index.into_iter().zip(sums) {
+            out[i] = Some(s);
+        }
+        collectives += n;
+    }
+    let out = out.into_iter().map(|t| t.expect("every tensor placed"));
+    (out.collect(), collectives)
+}
+
+/// One bucket of `Partial` tensors of one dtype and mesh, each with at least one row per rank,
+/// reduce-scattered with one collective.
+fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Vec<F<B>> {
+    let mesh = bucket[0].mesh.clone();
+    let ranks = mesh.len();
+    let dtype = bucket[0].dtype();
+    let shapes: Vec<_> = bucket.iter().map(|t| t.shape()).collect();
+    // lens[item][q]: the elements of rank q's block of the item; starts[item][q]: where it
+    // starts in the item's flat tensor.
+    let lens: Vec<Vec<usize>> = shapes
+        .iter()
+        .map(|s| {
+            let row = s.num_elements() / s[0];
+            even_split(s[0], ranks)
+                .into_iter()
+                .map(|rows| rows * row)
+                .collect()
+        })
+        .collect();
+    let starts: Vec<Vec<usize>> = lens
+        .iter()
+        .map(|l| {
+            l.iter()
+                .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
+                .collect()
+        })
+        .collect();
+    let totals: Vec<usize> = shapes.iter().map(|s| s.num_elements()).collect();
+    // flats[item][rank]: the rank's addend of the item, flat.
+    let flats: Vec<Vec<P<B>>> = bucket
+        .into_iter()
+        .zip(&totals)
+        .map(|(t, &total)| {
+            t.into_parts()
+                .into_iter()
+                .map(|p| B::float_reshape(p, [total].into()))
+                .collect()
+        })
+        .collect();
+    let low = wire.filter(|w| dtype == DType::F32 && DType::from(*w) != DType::F32);
+    let buffers: Vec<P<B>> = (0..ranks)
+        .map(|r| {
+            let by_destination = (0..ranks).flat_map(|q| {
+                let (flats, lens, starts, totals) = (&flats, &lens, &starts, &totals);
+                (0..flats.len())
+                    .map(move |i| piece::<B>(&flats[i][r], totals[i], starts[i][q], lens[i][q]))
+            });
+            let buffer = cat::<B>(by_destination.collect());
+            match low {
+                Some(low) => B::float_cast(buffer, low),
+                None => buffer,
+            }
+        })
+        .collect();
+    let rank_lens: Vec<usize> = (0..ranks)
+        .map(|q| lens.iter().map(|l| l[q]).sum())
+        .collect();
+    stats::preparing("buckets", || {
+        stats::redistribution(Redistribution::PartialToReplicated)
+    });
+    let blocks = route::reduce_scatter::<B>(buffers, &rank_lens, &mesh);
+    let blocks: Vec<P<B>> = match low {
+        Some(_) => blocks
+            .into_iter()
+            .map(|b| B::float_cast(b, FloatDType::F32))
+            .collect(),
+        None => blocks,
+    };
+    shapes
+        .into_iter()
+        .enumerate()
+        .map(|(item, shape)| {
+            let parts = blocks
+                .iter()
+                .enumerate()
+                .map(|(r, block)| {
+                    let before: usize = lens[..item].iter().map(|l| l[r]).sum();
+                    let mut dims = shape.clone();
+                    dims[0] = lens[item][r] / (totals[item] / shape[0]);
+                    B::float_reshape(piece::<B>(block, rank_lens[r], before, lens[item][r]), dims)
+                })
+                .collect();
+            F::<B>::new(parts, Placement::Shard(0), mesh.clone())
+        })
+        .collect()
+}

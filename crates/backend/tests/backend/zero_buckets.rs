@@ -1,0 +1,114 @@
+//! The buckets of ZeRO-1: `Partial` tensors reduce-scattered into `Shard(0)` blocks (one
+//! collective per bucket, each rank receiving the sum of its rows), and `Shard(0)` tensors
+//! gathered back whole; both equal the one-device sums, on the CPU mesh (the portable path)
+//! and on wgpu clients (the CubeCL group's kernels).
+
+use crate::common::{assert_close, lift, mesh, rand, Layout, Ref, S};
+use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
+use firemesh_backend::buckets::{gather_in_buckets, reduce_scatter_in_buckets};
+use firemesh_backend::{Placement, ShardedTensor};
+
+type F = ShardedTensor<Ref, firemesh_backend::kind::FloatKind>;
+
+fn sharded<const D: usize>(
+    t: &Tensor<Ref, D>,
+    m: &firemesh_backend::Mesh<crate::common::Dev>,
+    l: Layout,
+) -> F {
+    lift::<S, D>(t, m, l).into_primitive().tensor()
+}
+
+fn value<const D: usize>(t: F) -> burn::tensor::TensorData {
+    Tensor::<S, D>::from_primitive(TensorPrimitive::Float(t)).into_data()
+}
+
+#[test]
+fn partial_gradients_reduce_scatter_to_their_blocks_and_gather_back() {
+    let mesh = mesh(3);
+    // 7 rows (blocks 3, 2, 2), 4 rows, and 2 rows (fewer than ranks: summed whole).
+    let (a, b, c) = (rand([7, 5], 1), rand([4, 3, 2], 2), rand([2, 6], 3));
+    for wire in [None, Some(FloatDType::BF16)] {
+        let parts = vec![
+            sharded(&a, &mesh, Layout::Partial),
+            sharded(&b, &mesh, Layout::Partial),
+            sharded(&c, &mesh, Layout::Partial),
+        ];
+        // Buckets of 200 bytes: a (140 bytes) alone, then b (96 bytes) alone.
+        let (out, collectives) = reduce_scatter_in_buckets::<Ref>(parts, 200, wire);
+        assert_eq!(collectives, 3, "two buckets and the short tensor's sum");
+        let placements: Vec<Placement> = out.iter().map(|t| t.placement()).collect();
+        assert_eq!(
+            placements,
+            [
+                Placement::Shard(0),
+                Placement::Shard(0),
+                Placement::Replicated
+            ]
+        );
+        assert_eq!(out[0].shard_sizes(), Some(vec![3, 2, 2]));
+        let tolerance = if wire.is_some() { 1e-2 } else { 1e-6 };
+        let mut out = out.into_iter();
+        let (sa, sb, sc) = (
+            out.next().unwrap(),
+            out.next().unwrap(),
+            out.next().unwrap(),
+        );
+        let (ga, n) = gather_in_buckets::<Ref>(vec![sa.clone(), sb.clone()], 1 << 20);
+        assert_eq!(n, 1, "both in one bucket");
+        assert!(ga.iter().all(|t| t.placement() == Placement::Replicated));
+        let mut ga = ga.into_iter();
+        assert_close(
+            value::<2>(ga.next().unwrap()),
+            a.to_data(),
+            tolerance,
+            "a gathered",
+        );
+        assert_close(
+            value::<3>(ga.next().unwrap()),
+            b.to_data(),
+            tolerance,
+            "b gathered",
+        );
+        assert_close(value::<2>(sa), a.to_data(), tolerance, "a's blocks");
+        assert_close(value::<3>(sb), b.to_data(), tolerance, "b's blocks");
+        assert_close(value::<2>(sc), c.to_data(), tolerance, "c summed whole");
+    }
+}
+
+#[test]
+fn on_wgpu_clients_the_group_reduce_scatters_a_bucket() {
+    use burn_wgpu::Wgpu;
+    use firemesh_backend::{shard, stats, Route, Sharded};
+    type W = Sharded<Wgpu>;
+    let Some(devices) = crate::wgpu::devices(3) else {
+        return;
+    };
+    let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
+    let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();
+    mesh.use_collectives::<Wgpu>(group);
+    let x = rand([6, 5], 7);
+    let want = x.clone().transpose().matmul(x.clone());
+    let xs = shard(Tensor::<W, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+    // x^T x over a row-sharded x: one addend per rank.
+    let gram: ShardedTensor<Wgpu, _> = xs.clone().transpose().matmul(xs).into_primitive().tensor();
+    assert_eq!(gram.placement(), Placement::Partial);
+    let ((out, n), counts) =
+        stats::count(|| reduce_scatter_in_buckets::<Wgpu>(vec![gram], 1 << 20, None));
+    assert_eq!(
+        (
+            n,
+            counts.route(Route::MeshGroup),
+            counts.route(Route::PortableGroup)
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(out[0].shard_sizes(), Some(vec![2, 2, 1]));
+    let got =
+        Tensor::<W, 2>::from_primitive(TensorPrimitive::Float(out.into_iter().next().unwrap()));
+    assert_close(
+        got.into_data(),
+        want.to_data(),
+        1e-5,
+        "x^T x reduce-scattered",
+    );
+}
