@@ -60,6 +60,12 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeOptions,
     },
+    /// Put runs of `firemesh train` side by side (in f32, bf16 and f16, say): a table of their
+    /// final numbers against the first run's, and their curves on one chart each.
+    Compare {
+        #[command(flatten)]
+        options: firemesh_cli::compare::CompareOptions,
+    },
     /// All-reduce a buffer across the devices found and report bandwidth and correctness.
     Demo {
         #[command(flatten)]
@@ -113,6 +119,7 @@ fn main() {
         Command::Bench { options, runtime } => {
             firemesh_cli::bench::run(&options, &runtime.config()).map(|_| ())
         }
+        Command::Compare { options } => firemesh_cli::compare::run(&options).map(|_| ()),
         Command::Demo {
             mesh,
             mib,

@@ -123,6 +123,46 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
         .unwrap()
     };
     let (full, half) = (run("f32", Precision::F32), run("bf16", Precision::Bf16));
+    // `firemesh compare` puts them side by side.
+    let (f32_dir, bf16_dir) = (dir.join("f32"), dir.join("bf16"));
+    let out = cli(
+        &dir,
+        &[
+            "compare",
+            f32_dir.to_str().unwrap(),
+            bf16_dir.to_str().unwrap(),
+            "--out",
+            "cmp",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::read_to_string(dir.join("cmp/compare.md")).unwrap();
+    assert!(
+        table.contains("| f32 | resnet-tiny | f32, f32 | 0 | 3 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| bf16 | resnet-tiny | bf16, bf16 | 0 | 3 |"),
+        "{table}"
+    );
+    for chart in ["compare-loss.png", "compare-eval.png"] {
+        assert!(
+            std::fs::metadata(dir.join("cmp").join(chart))
+                .unwrap()
+                .len()
+                > 1000
+        );
+    }
+    let one = cli(&dir, &["compare", f32_dir.to_str().unwrap(), "missing"]);
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert!(
+        !one.status.success() && err.contains("missing: not a finished run folder"),
+        "{err}"
+    );
     assert_eq!(
         (full.precision, full.comm_precision),
         (Precision::F32, Precision::F32)
