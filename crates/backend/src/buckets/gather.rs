@@ -23,39 +23,8 @@ pub fn gather_in_buckets<B: Backend>(
 }
 
 fn in_buckets<B: Backend>(tensors: Vec<F<B>>, bucket_bytes: usize) -> (Vec<F<B>>, usize) {
-    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
-    let mut bucket: Vec<(usize, F<B>)> = Vec::new();
-    let (mut bytes, mut collectives) = (0, 0);
-    let mut flush = |bucket: &mut Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
-        if bucket.is_empty() {
-            return;
-        }
-        let (index, tensors): (Vec<usize>, Vec<F<B>>) = std::mem::take(bucket).into_iter().unzip();
-        for (i, t) in index.into_iter().zip(gather_bucket(tensors)) {
-            out[i] = Some(t);
-        }
-        collectives += 1;
-    };
-    for (i, t) in tensors.into_iter().enumerate() {
-        out.push(None);
-        if t.placement() != Placement::Shard(0) {
-            out[i] = Some(t);
-            continue;
-        }
-        let size = t.shape().num_elements() * t.dtype().size();
-        let joins = bucket
-            .first()
-            .is_some_and(|(_, f)| super::same_stream(f, &t) && bytes + size <= bucket_bytes);
-        if !joins {
-            flush(&mut bucket, &mut out);
-            bytes = 0;
-        }
-        bytes += size;
-        bucket.push((i, t));
-    }
-    flush(&mut bucket, &mut out);
-    let out = out.into_iter().map(|t| t.expect("every tensor placed"));
-    (out.collect(), collectives)
+    let sharded = |t: &F<B>| t.placement() == Placement::Shard(0);
+    super::in_whole_buckets(tensors, bucket_bytes, sharded, gather_bucket)
 }
 
 /// One bucket of `Shard(0)` tensors of one dtype and mesh, gathered with one collective.

@@ -87,6 +87,50 @@ fn in_buckets<B: Backend>(
     (out.collect(), collectives)
 }
 
+/// Runs `run` on buckets of the tensors `wanted` picks: whole tensors, in order, of one dtype
+/// and mesh, about `bucket_bytes` each (a larger tensor is a bucket alone). The other tensors
+/// come back unchanged, in their places. Returns the tensors and the buckets run.
+fn in_whole_buckets<B: Backend>(
+    tensors: Vec<F<B>>,
+    bucket_bytes: usize,
+    wanted: impl Fn(&F<B>) -> bool,
+    mut run: impl FnMut(Vec<F<B>>) -> Vec<F<B>>,
+) -> (Vec<F<B>>, usize) {
+    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
+    let mut bucket: Vec<(usize, F<B>)> = Vec::new();
+    let (mut bytes, mut buckets) = (0, 0);
+    let mut flush = |bucket: &mut Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
+        if bucket.is_empty() {
+            return;
+        }
+        let (index, tensors): (Vec<usize>, Vec<F<B>>) = std::mem::take(bucket).into_iter().unzip();
+        for (i, t) in index.into_iter().zip(run(tensors)) {
+            out[i] = Some(t);
+        }
+        buckets += 1;
+    };
+    for (i, t) in tensors.into_iter().enumerate() {
+        out.push(None);
+        if !wanted(&t) {
+            out[i] = Some(t);
+            continue;
+        }
+        let size = t.shape().num_elements() * t.dtype().size();
+        let joins = bucket
+            .first()
+            .is_some_and(|(_, f)| same_stream(f, &t) && bytes + size <= bucket_bytes);
+        if !joins {
+            flush(&mut bucket, &mut out);
+            bytes = 0;
+        }
+        bytes += size;
+        bucket.push((i, t));
+    }
+    flush(&mut bucket, &mut out);
+    let out = out.into_iter().map(|t| t.expect("every tensor placed"));
+    (out.collect(), buckets)
+}
+
 /// Whether two `Partial` tensors can share a bucket: one dtype, one mesh.
 fn same_stream<B: Backend>(a: &F<B>, b: &F<B>) -> bool {
     a.dtype() == b.dtype() && a.mesh == b.mesh

@@ -27,46 +27,22 @@ fn in_buckets<B: Backend>(
     bucket_bytes: usize,
     wire: Option<FloatDType>,
 ) -> (Vec<F<B>>, usize) {
-    let mut out: Vec<Option<F<B>>> = Vec::with_capacity(tensors.len());
-    let (mut bucket, mut short): (Vec<(usize, F<B>)>, Vec<(usize, F<B>)>) = (vec![], vec![]);
-    let (mut bytes, mut collectives) = (0, 0);
-    let mut flush = |bucket: &mut Vec<(usize, F<B>)>, out: &mut Vec<Option<F<B>>>| {
-        if bucket.is_empty() {
-            return;
-        }
-        let (index, tensors): (Vec<usize>, Vec<F<B>>) = std::mem::take(bucket).into_iter().unzip();
-        for (i, t) in index.into_iter().zip(scatter_bucket(tensors, wire)) {
-            out[i] = Some(t);
-        }
-        collectives += 1;
-    };
-    for (i, t) in tensors.into_iter().enumerate() {
-        out.push(None);
-        let t = t.with_known_sum();
-        if t.placement() != Placement::Partial {
-            out[i] = Some(t);
-            continue;
-        }
-        let shape = t.shape();
-        if shape.num_dims() == 0 || shape[0] < t.mesh.len() {
-            short.push((i, t));
-            continue;
-        }
-        let size = shape.num_elements() * t.dtype().size();
-        let joins = bucket
-            .first()
-            .is_some_and(|(_, f)| super::same_stream(f, &t) && bytes + size <= bucket_bytes);
-        if !joins {
-            flush(&mut bucket, &mut out);
-            bytes = 0;
-        }
-        bytes += size;
-        bucket.push((i, t));
-    }
-    flush(&mut bucket, &mut out);
+    // A gradient whose clone was summed already is that sum.
+    let tensors = tensors.into_iter().map(|t| t.with_known_sum()).collect();
+    let partial = |t: &F<B>| t.placement() == Placement::Partial;
+    let long = |t: &F<B>| partial(t) && t.shape().num_dims() > 0 && t.shape()[0] >= t.mesh.len();
+    let scatter = |bucket| scatter_bucket(bucket, wire);
+    let (out, mut collectives) = super::in_whole_buckets(tensors, bucket_bytes, long, scatter);
+    // What is still `Partial` has fewer rows than ranks: summed whole.
+    let mut out: Vec<Option<F<B>>> = out.into_iter().map(Some).collect();
+    let (index, short): (Vec<usize>, Vec<F<B>>) = out
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, t)| t.as_ref().is_some_and(partial))
+        .filter_map(|(i, t)| Some((i, t.take()?)))
+        .unzip();
     if !short.is_empty() {
-        let (index, tensors): (Vec<usize>, Vec<F<B>>) = short.into_iter().unzip();
-        let (sums, n) = sum_run(tensors, bucket_bytes, wire);
+        let (sums, n) = sum_run(short, bucket_bytes, wire);
         for (i, s) in index.into_iter().zip(sums) {
             out[i] = Some(s);
         }
