@@ -78,9 +78,14 @@ pub struct SimulateOptions {
     /// default is 0: ranks that never differ.
     #[arg(long, default_value_t = 0.0)]
     pub straggler_cv: f64,
-    /// Bytes of one gradient element (4: f32, also under mixed precision).
-    #[arg(long, default_value_t = 4)]
-    pub grad_element_bytes: u64,
+    /// Bytes of one gradient element on the wire (4: f32, also under mixed precision)
+    /// [default: 4, or 2 with --comm-precision bf16 or f16].
+    #[arg(long, conflicts_with = "comm_precision")]
+    pub grad_element_bytes: Option<u64>,
+    /// Precision the gradient buckets are summed in, as `firemesh train --comm-precision`:
+    /// f32 (4 bytes an element), bf16 or f16 (2).
+    #[arg(long, value_enum, value_name = "PRECISION")]
+    pub comm_precision: Option<firemesh::Precision>,
     /// Simulate firemesh's own step: its op count and the BatchNorm sums of a sharded batch,
     /// counted on a CPU mesh here, and its per-op host time measured here plus --launch-us
     /// per rank and op.
@@ -273,7 +278,7 @@ fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
         &workload,
         samples,
         samples / throughput,
-        o.grad_element_bytes,
+        grad_element_bytes(o),
     )
     .map_err(invalid)?;
     // Its 8-GPU figure is shown beside the prediction of the same software's step only.
@@ -327,7 +332,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
             ports_per_node: o.ports_per_node,
         },
         schedule: Schedule::Buckets {
-            bytes: bucket_bytes as u64,
+            bytes: wire_bucket_bytes(o, bucket_bytes as u64),
         },
         overlap: true,
         straggler_cv: o.straggler_cv,
@@ -362,4 +367,24 @@ fn thousands(v: f64) -> String {
         out.push(c);
     }
     out
+}
+
+/// A bucket's bytes on the wire. `firemesh train --comm-precision` cuts its buckets by the
+/// gradients' f32 bytes and sums each in the lower precision: the same elements as in f32, in
+/// fewer bytes.
+fn wire_bucket_bytes(o: &SimulateOptions, bucket_bytes: u64) -> u64 {
+    match o.comm_precision {
+        Some(_) => (bucket_bytes * grad_element_bytes(o) / 4).max(1),
+        None => bucket_bytes,
+    }
+}
+
+/// Bytes of a gradient element on the wire: `--grad-element-bytes`, or what
+/// `--comm-precision` sums in (f32 by default).
+fn grad_element_bytes(o: &SimulateOptions) -> u64 {
+    match (o.grad_element_bytes, o.comm_precision) {
+        (Some(bytes), _) => bytes,
+        (None, Some(p)) => burn::tensor::DType::from(p.dtype()).size() as u64,
+        (None, None) => 4,
+    }
 }

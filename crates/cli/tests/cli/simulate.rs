@@ -177,3 +177,42 @@ fn firemesh_step_counts_its_ops_and_sums() {
     println!("resnet18: {resnet:?}");
     assert!(resnet.blocking_sums >= 2 * 20, "{resnet:?}");
 }
+
+/// `--comm-precision bf16` sums the gradients in 2-byte elements in the buckets of f32 (as
+/// `firemesh train` cuts them): as many collectives as in f32, with less gradient
+/// communication (at least half of it remains: the links' latency does not shrink with the
+/// bytes). `--grad-element-bytes 2` alone cuts buckets of 2-byte elements: fewer of them.
+#[test]
+fn bf16_gradient_sums_are_simulated_in_half_the_bytes() {
+    let dir = scratch("simulate-comm-precision");
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec!["simulate", "--ranks", "8", "--out", out];
+        args.extend_from_slice(extra);
+        let o = cli(&dir, &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = std::fs::read_to_string(dir.join(out).join("simulate.json")).unwrap();
+        let json: Value = serde_json::from_str(&text).unwrap();
+        prediction(&json, 8).clone()
+    };
+    let f32_comm = run("f32", &[]);
+    let bf16 = run("bf16", &["--comm-precision", "bf16"]);
+    let two_bytes = run("two", &["--grad-element-bytes", "2"]);
+    let collectives = |p: &Value| p["gradient_collectives"].as_u64().unwrap();
+    assert_eq!(collectives(&bf16), collectives(&f32_comm));
+    assert!(collectives(&two_bytes) < collectives(&f32_comm));
+    let comm = |p: &Value| p["gradient_comm_s"].as_f64().unwrap();
+    assert!(comm(&bf16) < comm(&f32_comm) && comm(&bf16) >= 0.5 * comm(&f32_comm));
+    let o = cli(
+        &dir,
+        &[
+            "simulate",
+            "--comm-precision",
+            "bf16",
+            "--grad-element-bytes",
+            "4",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
