@@ -17,8 +17,6 @@
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
 use crate::tensor::ShardedTensor;
-use crate::Sharded;
-use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
 use std::thread::ThreadId;
 
@@ -78,10 +76,23 @@ pub(crate) trait Operand<B: Backend>: Sized {
 impl<B: Backend> Operand<B> for F<B> {
     fn lowered(self, low: Option<FloatDType>) -> Self {
         match low {
-            Some(low) if self.dtype() == DType::F32 => Sharded::<B>::float_cast(self, low),
+            Some(low) if self.dtype() == DType::F32 => cast(self, low),
             _ => self,
         }
     }
+}
+
+/// `t` in `dtype` on every rank, its placement kept: a `Partial` operand (a gradient flowing
+/// back) or result (a weight gradient) stays `Partial`, its addends cast one by one, as the
+/// low-precision op itself computes on them. (`float_cast` sums a `Partial` tensor first: a
+/// cast is not linear in general, but here the op's own rounding is the point.)
+fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
+    crate::exec::run(
+        "autocast",
+        (t,),
+        crate::rules::elementwise::linear_unary,
+        move |_, (t,)| B::float_cast(t, dtype),
+    )
 }
 
 impl<B: Backend> Operand<B> for Option<F<B>> {
@@ -93,7 +104,7 @@ impl<B: Backend> Operand<B> for Option<F<B>> {
 /// An autocast op's result, back in f32 when the op ran in `low`.
 pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
     match low {
-        Some(_) => Sharded::<B>::float_cast(out, FloatDType::F32),
+        Some(_) => cast(out, FloatDType::F32),
         None => out,
     }
 }

@@ -181,3 +181,28 @@ fn another_thread_on_the_same_mesh_stays_f32() {
         "restored"
     );
 }
+
+/// Casts keep placements: a weight gradient made in bf16 from a sharded batch stays `Partial`
+/// (summed later, in its bucket), and the gradient flowing back is cast addend by addend. An
+/// autocast backward pass sums across ranks exactly as often as an f32 one.
+#[test]
+fn autocast_sums_no_more_than_f32() {
+    use firemesh_backend::{placement, stats, Placement};
+    let mesh = mesh(3);
+    let (x, w) = (rand([9, 4], 8), rand([4, 6], 9));
+    let run = |armed: bool| {
+        let _autocast = armed.then(|| mesh.autocast(FloatDType::BF16));
+        stats::count(|| {
+            let xs = shard(Tensor::<SAd, 2>::from_data(x.to_data(), &mesh), 0).unwrap();
+            let ws = Tensor::<SAd, 2>::from_data(w.to_data(), &mesh).require_grad();
+            let hidden = linear(xs, ws.clone(), None).tanh();
+            let out = hidden.clone().matmul(hidden.transpose());
+            let grads = out.sum().backward();
+            placement(&ws.grad(&grads).unwrap())
+        })
+    };
+    let ((full, f32_counts), (low, bf16_counts)) = (run(false), run(true));
+    assert_eq!((full, low), (Placement::Partial, Placement::Partial));
+    let sums = |c: &stats::Counts| c.routes.values().sum::<u64>();
+    assert_eq!(sums(&bf16_counts), sums(&f32_counts), "{bf16_counts:?}");
+}
