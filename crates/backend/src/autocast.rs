@@ -45,12 +45,6 @@ impl<D> Mesh<D> {
             before,
         }
     }
-
-    /// The precision the calling thread's matrix products and convolutions run in here, if one
-    /// is armed.
-    pub fn autocast_precision(&self) -> Option<FloatDType> {
-        self.autocast_dtype()
-    }
 }
 
 impl<D> Drop for Autocasting<D> {
@@ -62,7 +56,7 @@ impl<D> Drop for Autocasting<D> {
 /// The precision an autocast op runs in: the one its thread armed on the mesh of its first
 /// operand, when that operand is f32 and the precision narrower.
 pub(crate) fn wanted<B: Backend>(lead: &F<B>) -> Option<FloatDType> {
-    let low = lead.mesh().autocast_dtype()?;
+    let low = lead.mesh().autocast_precision()?;
     let narrower = matches!(low, FloatDType::F16 | FloatDType::BF16);
     (narrower && lead.dtype() == DType::F32).then_some(low)
 }

@@ -346,8 +346,9 @@ impl<D> Mesh<D> {
         self.inner.autocast.swap(thread, dtype)
     }
 
-    /// The precision the calling thread set for its matrix products and convolutions here.
-    pub(crate) fn autocast_dtype(&self) -> Option<FloatDType> {
+    /// The precision the calling thread's matrix products and convolutions run in here, if one
+    /// is armed ([`Mesh::autocast`]).
+    pub fn autocast_precision(&self) -> Option<FloatDType> {
         self.inner.autocast.current()
     }
 

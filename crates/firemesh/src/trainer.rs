@@ -57,8 +57,6 @@ pub struct Trainer<A: AutodiffBackend, M, O> {
     device: A::Device,
     sums: Option<Sums<A, M>>,
     precision: Precision,
-    /// Arms the precision on the device for the forward and backward pass (meshes only).
-    autocast: Option<ArmAutocast<A>>,
     scaler: Option<LossScaler>,
 }
 
@@ -69,17 +67,12 @@ struct Sums<A: AutodiffBackend, M> {
     wire: Option<FloatDType>,
     early: Option<EarlyBuckets>,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
-    /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update.
-    zero: Option<Zero<M>>,
+    /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update (its
+    /// reduce-scatter is `reduce`).
+    gather: Option<fn(M, usize) -> (M, usize)>,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
-}
-
-/// Arms a precision on a device (a mesh) until the returned value drops.
-type ArmAutocast<A> = fn(&burn::tensor::Device<A>, Precision) -> Box<dyn Any>;
-
-/// ZeRO-1's gather of the updated parameters (its reduce-scatter is the `Sums`' `reduce`).
-struct Zero<M> {
-    gather: fn(M, usize) -> (M, usize),
+    /// Arms the trainer's precision on the mesh for a forward and backward pass.
+    autocast: fn(&A::Device, Precision) -> Box<dyn Any>,
 }
 
 /// What one step did.
@@ -131,8 +124,9 @@ where
             wire: None,
             early: Some(EarlyBuckets::new(bucket_bytes)),
             reduce: reduce_gradients_on_wire::<B, M>,
-            zero: None,
+            gather: None,
             arm: arm::<B>,
+            autocast: arm_autocast::<B>,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
@@ -144,7 +138,6 @@ where
     pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
         precision.check::<B>(self.device.devices())?;
         self.precision = precision;
-        self.autocast = (precision != Precision::F32).then_some(arm_autocast::<B> as _);
         if precision.scales_loss() && self.scaler.is_none() {
             self.scaler = Some(LossScaler::new(LossScaling::default()));
         }
@@ -169,11 +162,9 @@ where
     /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
     /// and 3 (sharded gradients and parameters) are refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
-        let zero = match stage {
+        let gather = match stage {
             0 => None,
-            1 => Some(Zero {
-                gather: crate::zero::gather_parameters::<B, M>,
-            }),
+            1 => Some(crate::zero::gather_parameters::<B, M> as fn(M, usize) -> (M, usize)),
             _ => {
                 return Err(Error::Invalid(format!(
                     "--zero {stage}: only ZeRO stages 0 and 1 exist here (1: the optimizer state sharded)"
@@ -182,13 +173,13 @@ where
         };
         if let Some(sums) = &mut self.sums {
             // ZeRO-1 reduce-scatters at the step: no early buckets (they all-reduce).
-            if zero.is_some() {
+            if gather.is_some() {
                 sums.reduce = crate::zero::reduce_scatter_gradients::<B, M>;
                 sums.early = None;
             } else {
                 sums.reduce = reduce_gradients_on_wire::<B, M>;
             }
-            sums.zero = zero;
+            sums.gather = gather;
         }
         Ok(self)
     }
@@ -233,7 +224,6 @@ where
             device,
             sums,
             precision: Precision::F32,
-            autocast: None,
             scaler: None,
         }
     }
@@ -297,9 +287,12 @@ where
         })?;
         let (sums, device) = (&self.sums, &self.device);
         let scale = self.scaler.as_ref().map(LossScaler::scale);
-        let (precision, autocast) = (self.precision, self.autocast);
+        let precision = self.precision;
         let (outcome, counts) = stats::count(|| {
-            let autocasting = autocast.map(|arm| arm(device, precision));
+            let autocasting = sums
+                .as_ref()
+                .filter(|_| precision != Precision::F32)
+                .map(|s| (s.autocast)(device, precision));
             let loss = match loss(&model) {
                 Ok(loss) => loss,
                 Err(e) => return Err((model, e)),
@@ -322,6 +315,7 @@ where
             let loss: f64 = loss.into_scalar().elem();
             Ok((finite, model, grads, loss, collectives))
         });
+        let mut counts = counts;
         let (finite, model, grads, loss, collectives) = match outcome {
             Ok(stepped) => stepped,
             Err((model, e)) => {
@@ -330,21 +324,20 @@ where
             }
         };
         let apply = self.scaler.as_mut().is_none_or(|s| s.update(finite));
-        let (model, gathers, gather_counts) = match self.sums.as_ref().and_then(|s| s.zero.as_ref())
-        {
-            Some(zero) if apply => {
+        let gather = self
+            .sums
+            .as_ref()
+            .and_then(|s| Some((s.gather?, s.bucket_bytes)));
+        let (model, gathers) = match (apply, gather) {
+            (false, _) => (model, 0),
+            (true, None) => (self.optimizer.step(lr, model, grads), 0),
+            (true, Some((gather, bytes))) => {
                 let model = self.optimizer.step(lr, model, grads);
-                let bytes = self.sums.as_ref().map_or(1, |s| s.bucket_bytes);
-                let ((model, gathers), counts) = stats::count(|| (zero.gather)(model, bytes));
-                (model, gathers, Some(counts))
+                let ((model, gathers), gathering) = stats::count(|| gather(model, bytes));
+                counts.add(&gathering);
+                (model, gathers)
             }
-            _ if apply => (self.optimizer.step(lr, model, grads), 0, None),
-            _ => (model, 0, None),
         };
-        let mut counts = counts;
-        if let Some(more) = gather_counts {
-            counts.add(&more);
-        }
         self.model = Some(model);
         self.step += 1;
         Ok(StepReport {

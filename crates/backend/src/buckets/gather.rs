@@ -4,7 +4,7 @@
 //! is its blocks of several parameters, flat and concatenated; the gathered buffer holds every
 //! rank's, and each parameter is cut back out of it, block by block.
 
-use super::{cat, piece, F, P};
+use super::{block_offsets, cat, piece, F, P};
 use crate::kind::FloatKind;
 use crate::placement::Placement;
 use crate::route::{self, To};
@@ -52,9 +52,11 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
     let buffers: Vec<P<B>> = (0..ranks)
         .map(|r| cat::<B>(blocks.iter().map(|of_item| of_item[r].clone()).collect()))
         .collect();
-    // Where rank r's buffer starts in the gathered one, and its length.
-    let rank_lens: Vec<usize> = (0..ranks)
-        .map(|r| lens.iter().map(|l| l[r]).sum())
+    let (offsets, rank_lens) = block_offsets(&lens, ranks);
+    // Where rank r's buffer starts in the gathered one.
+    let rank_starts: Vec<usize> = rank_lens
+        .iter()
+        .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
         .collect();
     let total: usize = rank_lens.iter().sum();
     stats::preparing("buckets", || {
@@ -68,16 +70,13 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
             let parts = wholes
                 .iter()
                 .map(|whole| {
-                    let mut start = 0;
-                    let mut pieces = Vec::new();
-                    for (r, rank_len) in rank_lens.iter().enumerate() {
-                        let before: usize = lens[..item].iter().map(|l| l[r]).sum();
-                        let len = lens[item][r];
-                        if len > 0 {
-                            pieces.push(piece::<B>(whole, total, start + before, len));
-                        }
-                        start += rank_len;
-                    }
+                    let mut pieces: Vec<P<B>> = (0..ranks)
+                        .filter(|&r| lens[item][r] > 0)
+                        .map(|r| {
+                            let start = rank_starts[r] + offsets[item][r];
+                            piece::<B>(whole, total, start, lens[item][r])
+                        })
+                        .collect();
                     if pieces.is_empty() {
                         pieces.push(piece::<B>(whole, total, 0, 0));
                     }

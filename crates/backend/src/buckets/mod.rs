@@ -131,6 +131,36 @@ fn in_whole_buckets<B: Backend>(
     (out.collect(), buckets)
 }
 
+/// The precision a stream of `dtype` is summed in: `wire` where it narrows f32.
+fn narrowing(dtype: DType, wire: Option<FloatDType>) -> Option<FloatDType> {
+    wire.filter(|w| dtype == DType::F32 && DType::from(*w) != DType::F32)
+}
+
+/// Each rank's part in `dtype` (unchanged without one).
+fn in_dtype<B: Backend>(parts: Vec<P<B>>, dtype: Option<FloatDType>) -> Vec<P<B>> {
+    match dtype {
+        Some(dtype) => parts.into_iter().map(|p| B::float_cast(p, dtype)).collect(),
+        None => parts,
+    }
+}
+
+/// Where each item's block starts in its rank's buffer, when every rank concatenates its
+/// blocks (`lens[item][rank]` elements) in item order; and each rank's buffer length.
+fn block_offsets(lens: &[Vec<usize>], ranks: usize) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let mut at = vec![0; ranks];
+    let offsets = lens
+        .iter()
+        .map(|of_item| {
+            let starts = at.clone();
+            for (a, len) in at.iter_mut().zip(of_item) {
+                *a += len;
+            }
+            starts
+        })
+        .collect();
+    (offsets, at)
+}
+
 /// Whether two `Partial` tensors can share a bucket: one dtype, one mesh.
 fn same_stream<B: Backend>(a: &F<B>, b: &F<B>) -> bool {
     a.dtype() == b.dtype() && a.mesh == b.mesh
@@ -153,7 +183,7 @@ fn sum_run<B: Backend>(
     let Some(first) = run.first() else {
         return (Vec::new(), 0);
     };
-    let wire = wire.filter(|w| first.dtype() == DType::F32 && DType::from(*w) != DType::F32);
+    let wire = narrowing(first.dtype(), wire);
     let mesh = first.mesh.clone();
     let per_bucket = (bucket_bytes / first.dtype().size()).max(1);
     let ranks = mesh.len();
@@ -187,18 +217,9 @@ fn sum_run<B: Backend>(
         stats::preparing("buckets", || {
             stats::redistribution(Redistribution::PartialToReplicated)
         });
-        let sums = match wire {
-            None => route::sum::<B, FloatKind>(buffers, &mesh, To::EveryRank),
-            Some(wire) => {
-                let low = buffers
-                    .into_iter()
-                    .map(|b| B::float_cast(b, wire))
-                    .collect();
-                let sums = route::sum::<B, FloatKind>(low, &mesh, To::EveryRank);
-                let f32 = FloatDType::F32;
-                sums.into_iter().map(|s| B::float_cast(s, f32)).collect()
-            }
-        };
+        let low = in_dtype::<B>(buffers, wire);
+        let sums = route::sum::<B, FloatKind>(low, &mesh, To::EveryRank);
+        let sums = in_dtype::<B>(sums, wire.map(|_| FloatDType::F32));
         let total: usize = spans.iter().map(|s| s.len).sum();
         let mut offset = 0;
         for s in spans {

@@ -3,11 +3,11 @@
 //! On every rank a bucket is laid out by destination: the blocks of rank 0 of each gradient,
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
-use super::{cat, piece, sum_run, F, P};
+use super::{block_offsets, cat, in_dtype, narrowing, piece, sum_run, F, P};
 use crate::placement::{even_split, Placement};
 use crate::route;
 use crate::stats::{self, Redistribution};
-use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
+use burn_backend::{Backend, FloatDType, TensorMetadata};
 
 /// The `Partial` tensors summed over the ranks into `Shard(0)` blocks (rank r holds the sum of
 /// its even share of rows), whole tensors in buckets of about `bucket_bytes`, each f32 bucket
@@ -91,7 +91,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 .collect()
         })
         .collect();
-    let low = wire.filter(|w| dtype == DType::F32 && DType::from(*w) != DType::F32);
+    let low = narrowing(dtype, wire);
     let buffers: Vec<P<B>> = (0..ranks)
         .map(|r| {
             let by_destination = (0..ranks).flat_map(|q| {
@@ -99,27 +99,15 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 (0..flats.len())
                     .map(move |i| piece::<B>(&flats[i][r], totals[i], starts[i][q], lens[i][q]))
             });
-            let buffer = cat::<B>(by_destination.collect());
-            match low {
-                Some(low) => B::float_cast(buffer, low),
-                None => buffer,
-            }
+            cat::<B>(by_destination.collect())
         })
         .collect();
-    let rank_lens: Vec<usize> = (0..ranks)
-        .map(|q| lens.iter().map(|l| l[q]).sum())
-        .collect();
+    let (offsets, rank_lens) = block_offsets(&lens, ranks);
     stats::preparing("buckets", || {
         stats::redistribution(Redistribution::PartialToReplicated)
     });
-    let blocks = route::reduce_scatter::<B>(buffers, &rank_lens, &mesh);
-    let blocks: Vec<P<B>> = match low {
-        Some(_) => blocks
-            .into_iter()
-            .map(|b| B::float_cast(b, FloatDType::F32))
-            .collect(),
-        None => blocks,
-    };
+    let blocks = route::reduce_scatter::<B>(in_dtype::<B>(buffers, low), &rank_lens, &mesh);
+    let blocks = in_dtype::<B>(blocks, low.map(|_| FloatDType::F32));
     shapes
         .into_iter()
         .enumerate()
@@ -128,10 +116,10 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 .iter()
                 .enumerate()
                 .map(|(r, block)| {
-                    let before: usize = lens[..item].iter().map(|l| l[r]).sum();
                     let mut dims = shape.clone();
                     dims[0] = lens[item][r] / (totals[item] / shape[0]);
-                    B::float_reshape(piece::<B>(block, rank_lens[r], before, lens[item][r]), dims)
+                    let block = piece::<B>(block, rank_lens[r], offsets[item][r], lens[item][r]);
+                    B::float_reshape(block, dims)
                 })
                 .collect();
             F::<B>::new(parts, Placement::Shard(0), mesh.clone())
