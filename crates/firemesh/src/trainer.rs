@@ -69,11 +69,15 @@ struct Sums<A: AutodiffBackend, M> {
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
     /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update (its
     /// reduce-scatter is `reduce`).
-    gather: Option<fn(M, usize) -> (M, usize)>,
+    gather: Option<Gather<M>>,
     arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
     /// Arms the trainer's precision on the mesh for a forward and backward pass.
     autocast: fn(&A::Device, Precision) -> Box<dyn Any>,
 }
+
+/// Gathers a model's `Shard(0)` parameters in buckets of the given bytes; returns the model and
+/// the collectives.
+type Gather<M> = fn(M, usize) -> (M, usize);
 
 /// What one step did.
 #[derive(Debug, Clone)]
@@ -164,7 +168,7 @@ where
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
         let gather = match stage {
             0 => None,
-            1 => Some(crate::zero::gather_parameters::<B, M> as fn(M, usize) -> (M, usize)),
+            1 => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),
             _ => {
                 return Err(Error::Invalid(format!(
                     "--zero {stage}: only ZeRO stages 0 and 1 exist here (1: the optimizer state sharded)"
