@@ -10,12 +10,20 @@
 //! the same ops. The inner backend accumulates as it does for that dtype (Flex: bf16 products in
 //! f32; CubeCL's matmul: in f32).
 //!
-//! What this does not do: keep the activations autodiff saves for the backward pass in the low
-//! precision. They are the ops' f32 operands, so a step's memory is f32's plus the cast
-//! copies of the operands of the op running.
+//! Activations: a result computed in the low precision is kept in it, and presents itself as
+//! f32 (`ShardedTensor::held_narrow`). That is exact, since every value of a bf16 or f16
+//! tensor is an f32 value, so no result changes: an op that reads it in f32 widens it first,
+//! layout ops (reshape, slicing, transposes) move it as it is, and a product that wants it in
+//! the low precision takes it without a cast. Autodiff saves what the forward pass hands it, so
+//! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
+//! keys and values) are kept at half the bytes. The operands of products that other ops made in
+//! f32 (a ReLU's or a normalisation's output) stay f32: rounding them would change what those
+//! other ops see. A `Partial` result (a weight gradient) is cast back to f32 at once, for its
+//! bucket.
 
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
+use crate::placement::Placement;
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
 use std::thread::ThreadId;
@@ -70,6 +78,7 @@ pub(crate) trait Operand<B: Backend>: Sized {
 impl<B: Backend> Operand<B> for F<B> {
     fn lowered(self, low: Option<FloatDType>) -> Self {
         match low {
+            Some(low) if self.held_narrow() == Some(low.into()) => self.as_held(),
             Some(low) if self.dtype() == DType::F32 => cast(self, low),
             _ => self,
         }
@@ -95,10 +104,21 @@ impl<B: Backend> Operand<B> for Option<F<B>> {
     }
 }
 
-/// An autocast op's result, back in f32 when the op ran in `low`.
+/// An autocast op's result, presented as f32 when the op ran in `low`: kept in `low`, or cast
+/// back to f32 when it is `Partial` (a weight gradient, which goes to its bucket in f32).
 pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
     match low {
-        Some(_) => cast(out, FloatDType::F32),
+        Some(_) if out.placement() == Placement::Partial => cast(out, FloatDType::F32),
+        Some(_) => out.presented_as_f32(),
         None => out,
     }
+}
+
+/// A layout op (`op`: reshape, slice, transpose…) on `t`, which moves values without computing
+/// on them: a tensor held narrow goes through it as it is held and comes out held narrow.
+pub(crate) fn moved<B: Backend>(t: F<B>, op: impl FnOnce(F<B>) -> F<B>) -> F<B> {
+    if t.held_narrow().is_none() {
+        return op(t);
+    }
+    op(t.as_held()).presented_as_f32()
 }

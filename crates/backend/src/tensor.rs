@@ -19,6 +19,10 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// A `Partial` tensor's sum over the ranks, shared with its clones: made when a `Partial`
     /// tensor is first cloned, filled by the first clone to be summed (see [`SharedSum`]).
     sum: OnceLock<SharedSum<K::P>>,
+    /// Float only: the parts hold a narrower float dtype (bf16, f16) whose values the tensor
+    /// presents as f32, exactly (set only on results computed in that dtype, see
+    /// `crate::autocast`). Every read of the parts widens them first ([`ShardedTensor::into_issued`]).
+    held_narrow: bool,
 }
 
 /// The sum of a `Partial` value, one part per rank, for every clone of it. Burn's BatchNorm
@@ -62,6 +66,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Ready { parts, placement },
             mesh,
             sum: OnceLock::new(),
+            held_narrow: false,
         }
     }
 
@@ -71,6 +76,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Pending(Arc::new(pending)),
             mesh,
             sum: OnceLock::new(),
+            held_narrow: false,
         }
     }
 
@@ -157,8 +163,12 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         )
     }
 
-    /// As [`ShardedTensor::into_split`], without waiting for rank threads.
-    pub(crate) fn into_issued(self) -> Issued<K::P, B::Device> {
+    /// As [`ShardedTensor::into_split`], without waiting for rank threads. A tensor held narrow
+    /// is widened to the f32 it presents first.
+    pub(crate) fn into_issued(mut self) -> Issued<K::P, B::Device> {
+        if std::mem::take(&mut self.held_narrow) {
+            return K::widened(self).into_issued();
+        }
         let Self { state, mesh, .. } = self.drawn(None);
         match state {
             State::Ready { parts, placement } => (parts, placement, mesh),
@@ -170,10 +180,29 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         self.into_split().0
     }
 
+    /// The dtype its parts are held in, where that is narrower than the f32 it presents.
+    pub(crate) fn held_narrow(&self) -> Option<DType> {
+        self.held_narrow.then(|| self.first_ready().dtype())
+    }
+
+    /// Presents parts computed in a narrower float dtype (bf16, f16) as f32, without widening
+    /// them (see `held_narrow`); other tensors stay as they are.
+    pub(crate) fn presented_as_f32(mut self) -> Self {
+        let dtype = self.first_part().map(TensorMetadata::dtype);
+        self.held_narrow = matches!(dtype, Some(DType::BF16 | DType::F16));
+        self
+    }
+
+    /// The tensor as its parts are held: a tensor held narrow in its narrow dtype, unwidened.
+    pub(crate) fn as_held(mut self) -> Self {
+        self.held_narrow = false;
+        self
+    }
+
     /// The bytes each rank holds of this tensor (a draw no op has taken yet: the whole tensor
     /// on every rank).
     pub fn bytes_per_rank(&self) -> Vec<usize> {
-        let size = self.dtype().size();
+        let size = self.held_narrow().unwrap_or_else(|| self.dtype()).size();
         match &self.state {
             State::Pending(p) if p.taken().is_none() => {
                 vec![self.shape().num_elements() * size; self.mesh.len()]
@@ -226,6 +255,7 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             state,
             mesh: self.mesh.clone(),
             sum,
+            held_narrow: self.held_narrow,
         }
     }
 }
@@ -236,6 +266,7 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
             .field("shape", &self.shape())
             .field("placement", &self.placement())
             .field("undrawn", &self.is_undrawn())
+            .field("held_narrow", &self.held_narrow())
             .field("mesh", &self.mesh)
             .finish()
     }
@@ -243,6 +274,9 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
 
 impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     fn dtype(&self) -> DType {
+        if self.held_narrow {
+            return DType::F32;
+        }
         match &self.state {
             State::Ready { .. } => self.first_ready().dtype(),
             State::Pending(p) => p.dtype(),

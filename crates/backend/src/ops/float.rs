@@ -1,5 +1,6 @@
 //! Float tensor ops of `Sharded<B>`.
 
+use crate::autocast::moved;
 use crate::exec::{run, run_twice};
 use crate::kind::FloatKind;
 use crate::ops::{arg_extreme, extreme_with_indices};
@@ -88,22 +89,26 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         let kept_shape = shape.clone();
-        run(
-            "float_reshape",
-            (tensor,),
-            |m| layout::reshape(m, &shape),
-            move |r, (t,)| B::float_reshape(t, layout::local_shape(r, &kept_shape)),
-        )
+        moved(tensor, |tensor| {
+            run(
+                "float_reshape",
+                (tensor,),
+                |m| layout::reshape(m, &shape),
+                move |r, (t,)| B::float_reshape(t, layout::local_shape(r, &kept_shape)),
+            )
+        })
     }
 
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
         let kept_slices = slices.to_vec();
-        run(
-            "float_slice",
-            (tensor,),
-            |m| layout::slice(m, slices),
-            move |r, (t,)| B::float_slice(t, &layout::local_slices(&kept_slices, r.out)),
-        )
+        moved(tensor, |tensor| {
+            run(
+                "float_slice",
+                (tensor,),
+                |m| layout::slice(m, slices),
+                move |r, (t,)| B::float_slice(t, &layout::local_slices(&kept_slices, r.out)),
+            )
+        })
     }
 
     fn float_slice_assign(
@@ -332,15 +337,15 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, layout::transpose;
+    by_rule! { B, moves layout::transpose;
         fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| layout::swap_dims(m, dim1, dim2);
+    by_rule! { B, moves |m| layout::swap_dims(m, dim1, dim2);
         fn float_swap_dims(tensor: FloatTensor<Self>; dim1: usize, dim2: usize) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| layout::permute(m, axes);
+    by_rule! { B, moves |m| layout::permute(m, axes);
         fn float_permute(tensor: FloatTensor<Self>; axes: &[usize]) -> FloatTensor<Self>;
     }
 

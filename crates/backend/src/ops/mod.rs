@@ -10,7 +10,9 @@
 /// `buckets::gradient_made`).
 /// `autocast $rule`: the same, for ops that multiply. Where the calling thread armed a lower
 /// precision on the mesh (`crate::autocast`), the f32 operands are cast to it first and the
-/// result cast back to f32 (before `$then`, so a parameter gradient joins its bucket in f32).
+/// result presented as f32 (before `$then`, so a parameter gradient joins its bucket in f32).
+/// `moves $rule`: a layout op of one float tensor, which a tensor held narrow goes through as
+/// it is held (`crate::autocast::moved`).
 macro_rules! by_rule {
     ($inner:ident, autocast $rule:expr => $then:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
@@ -29,6 +31,16 @@ macro_rules! by_rule {
     ($inner:ident, autocast $rule:expr; $($body:tt)*) => {
         by_rule! { $inner, autocast $rule => ::core::convert::identity; $($body)* }
     };
+    ($inner:ident, moves $rule:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+        fn $name($t: $T, $($($a: $A),+)?) -> $R {
+            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
+            $crate::autocast::moved($t, move |$t| $crate::exec::run(stringify!($name), ($t,), $rule, move |_, ($t,)| {
+                #[allow(unused_variables)]
+                let ($($($a,)+)?) = &kept;
+                $inner::$name($t, $($($crate::ops::Lend::lend($a)),+)?)
+            }))
+        }
+    )*};
     ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);

@@ -206,3 +206,83 @@ fn autocast_sums_no_more_than_f32() {
     let sums = |c: &stats::Counts| c.routes.values().sum::<u64>();
     assert_eq!(sums(&bf16_counts), sums(&f32_counts), "{bf16_counts:?}");
 }
+
+/// The bytes each rank holds of `t`.
+fn held<const D: usize>(t: &Tensor<SAd, D>) -> Vec<usize> {
+    t.clone()
+        .into_primitive()
+        .tensor()
+        .primitive
+        .bytes_per_rank()
+}
+
+/// A product's result is kept in the low precision, which holds it exactly, and presents
+/// itself as f32: half the bytes of f32 on every rank (also after layout ops, and in what
+/// autodiff saves for the backward pass), the same values and gradients as casting it back to
+/// f32 at once, and widened (full bytes) by the ops that compute in f32.
+#[test]
+fn product_results_are_held_narrow_exactly() {
+    let mesh = mesh(2);
+    let (x, w, v) = (rand([8, 6], 10), rand([6, 4], 11), rand([4, 4], 12));
+    for low in [FloatDType::BF16, FloatDType::F16] {
+        let armed = mesh.autocast(low);
+        let xs = lift::<SAd, 2>(&x, &mesh, Layout::Shard(0)).require_grad();
+        let ws = lift::<SAd, 2>(&w, &mesh, Layout::Replicated).require_grad();
+        let vs = lift::<SAd, 2>(&v, &mesh, Layout::Replicated);
+        let y = linear(xs.clone(), ws.clone(), None);
+        assert_eq!(y.dtype(), DType::F32, "{low:?}: presented as f32");
+        let narrow = 2;
+        assert_eq!(held(&y), vec![4 * 4 * narrow; 2], "{low:?}: 4 rows a rank");
+        let moved = y.clone().reshape([8, 2, 2]).swap_dims(1, 2).reshape([8, 4]);
+        assert_eq!(held(&moved), held(&y), "{low:?}: layout ops keep it narrow");
+        let computed = y.clone().tanh();
+        assert_eq!(held(&computed), vec![4 * 4 * 4; 2], "{low:?}: tanh is f32");
+        // A product taking it (a GELU's input kept for backward, then the next layer).
+        let out = burn::tensor::activation::gelu(moved.clone()).matmul(vs.clone())
+            + moved.matmul(vs.clone()).tanh();
+        let grads = out.clone().sum().backward();
+        let got = [
+            y.into_data(),
+            out.into_data(),
+            xs.grad(&grads).unwrap().into_data(),
+            ws.grad(&grads).unwrap().into_data(),
+        ];
+        drop(armed);
+        // By hand: every product's operands cast, its result cast back to f32 at once.
+        let f32 = FloatDType::F32;
+        let xr = Tensor::<RefAd, 2>::from_data(x.to_data(), &CPU).require_grad();
+        let wr = Tensor::<RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
+        let vr = Tensor::<RefAd, 2>::from_data(v.to_data(), &CPU);
+        let product =
+            |a: Tensor<RefAd, 2>, b: Tensor<RefAd, 2>| a.cast(low).matmul(b.cast(low)).cast(f32);
+        let yr = product(xr.clone(), wr.clone());
+        let movedr = yr
+            .clone()
+            .reshape([8, 2, 2])
+            .swap_dims(1, 2)
+            .reshape([8, 4]);
+        let outr = product(burn::tensor::activation::gelu(movedr.clone()), vr.clone())
+            + product(movedr, vr).tanh();
+        let grads = outr.clone().sum().backward();
+        let want = [
+            yr.into_data(),
+            outr.into_data(),
+            xr.grad(&grads).unwrap().into_data(),
+            wr.grad(&grads).unwrap().into_data(),
+        ];
+        for (i, what) in ["product", "output", "x's gradient", "w's gradient"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(got[i].dtype, DType::F32, "{low:?} {what}: f32 data");
+            // w's gradient sums the two ranks' low-precision partial products in f32.
+            let tolerance = if i == 3 { 3e-2 } else { 1e-6 };
+            assert_close(
+                got[i].clone(),
+                want[i].clone(),
+                tolerance,
+                &format!("{low:?} {what}"),
+            );
+        }
+    }
+}
