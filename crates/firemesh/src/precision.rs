@@ -61,6 +61,12 @@ impl Precision {
     /// Checks that the device of every rank (`devices`, in rank order) computes in this
     /// precision: the one-line error names the first that cannot.
     pub fn check<B: Backend>(self, devices: &[B::Device]) -> Result<()> {
+        self.check_as::<B>(devices, "--precision")
+    }
+
+    /// As [`Precision::check`], the message naming the setting as `setting` (for instance
+    /// `--comm-precision`).
+    pub fn check_as<B: Backend>(self, devices: &[B::Device], setting: &str) -> Result<()> {
         let dtype = DType::from(self.dtype());
         for (rank, device) in devices.iter().enumerate() {
             if !B::supports_dtype(device, dtype) {
@@ -70,7 +76,7 @@ impl Precision {
                     _ => "",
                 };
                 return Err(Error::Invalid(format!(
-                    "--precision {}: rank {rank}'s device ({}, {device:?}) does not compute in {}{hint}",
+                    "{setting} {}: rank {rank}'s device ({}, {device:?}) does not compute in {}{hint}",
                     self.name(),
                     B::name(device),
                     self.name(),

@@ -150,15 +150,17 @@ where
 
     /// Sums the gradient buckets in `wire` (bf16: half the bytes on the wire), each sum cast
     /// back to f32: PyTorch DDP's bf16 compression. Off (f32) by default. The step's bytes are
-    /// in its report (`counts.summed_bytes`).
-    pub fn with_gradient_wire(mut self, wire: FloatDType) -> Self {
+    /// in its report (`counts.summed_bytes`). Refused when a rank's device lacks the dtype.
+    pub fn with_gradient_wire(mut self, wire: Precision) -> Result<Self> {
+        wire.check_as::<B>(self.device.devices(), "--comm-precision")?;
+        let wire = wire.dtype();
         if let Some(sums) = &mut self.sums {
             sums.wire = Some(wire);
             if sums.early.is_some() {
                 sums.early = Some(EarlyBuckets::on_wire(sums.bucket_bytes, Some(wire)));
             }
         }
-        self
+        Ok(self)
     }
 
     /// ZeRO stage `stage`: 0 (every rank holds the whole optimizer state) or 1 (each rank

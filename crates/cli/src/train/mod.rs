@@ -55,12 +55,17 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> R
     let sizing = config.model.config(10, config.image_size, vocab)?;
     memory::check(config, &sizing, ranks, seq_len, &mesh)?;
     // Before the run folder exists: a precision a device lacks writes nothing.
-    for precision in [config.precision, config.comm_precision] {
+    let settings = [
+        (config.precision, "--precision"),
+        (config.comm_precision, "--comm-precision"),
+    ];
+    for (precision, setting) in settings {
         match &mesh {
-            DeviceMesh::Cuda(d) => precision.check::<burn_cuda::Cuda>(d)?,
-            DeviceMesh::Wgpu(d) => precision.check::<burn_wgpu::Wgpu>(d)?,
+            DeviceMesh::Cuda(d) => precision.check_as::<burn_cuda::Cuda>(d, setting)?,
+            DeviceMesh::Wgpu(d) => precision.check_as::<burn_wgpu::Wgpu>(d, setting)?,
             DeviceMesh::Cpu { ranks, .. } => {
-                precision.check::<burn_flex::Flex>(&vec![burn_flex::FlexDevice; *ranks])?
+                let devices = vec![burn_flex::FlexDevice; *ranks];
+                precision.check_as::<burn_flex::Flex>(&devices, setting)?
             }
         }
     }

@@ -138,7 +138,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         );
     }
     if c.comm_precision != Precision::F32 {
-        trainer = trainer.with_gradient_wire(c.comm_precision.dtype());
+        trainer = trainer.with_gradient_wire(c.comm_precision)?;
     }
     if c.precision.scales_loss() {
         trainer = match scaler_state {

@@ -131,30 +131,25 @@ fn bad_options_and_sizes_are_named() {
     // (Mesa's driver may warn on stderr first, about the environment: the error is the last
     // line.)
     if firemesh_collective::wgpu_devices::wgpu_adapter().is_ok() {
-        let before = snapshot(&cwd);
-        let args = [
-            "train",
-            "--mesh",
-            "wgpu",
-            "--ranks",
-            "1",
-            "--precision",
-            "bf16",
-        ];
-        let out = cli(&cwd, &args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success());
-        let last = stderr.trim_end().lines().last().unwrap_or("");
-        let names = "rank 0's device (cubecl<wgpu<wgsl>>";
-        assert!(
-            last.starts_with("error: --precision bf16: ") && last.contains(names),
-            "{stderr}"
-        );
-        assert!(
-            last.ends_with("does not compute in bf16 (WGSL has no bf16 type)"),
-            "{stderr}"
-        );
-        assert!(snapshot(&cwd) == before, "the refused run wrote files");
+        // The same for the gradient sums' precision, named as its own setting.
+        for setting in ["--precision", "--comm-precision"] {
+            let before = snapshot(&cwd);
+            let args = ["train", "--mesh", "wgpu", "--ranks", "1", setting, "bf16"];
+            let out = cli(&cwd, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success());
+            let last = stderr.trim_end().lines().last().unwrap_or("");
+            let names = "rank 0's device (cubecl<wgpu<wgsl>>";
+            assert!(
+                last.starts_with(&format!("error: {setting} bf16: ")) && last.contains(names),
+                "{stderr}"
+            );
+            assert!(
+                last.ends_with("does not compute in bf16 (WGSL has no bf16 type)"),
+                "{stderr}"
+            );
+            assert!(snapshot(&cwd) == before, "the refused run wrote files");
+        }
     }
     if firemesh_collective::probe::usable_cuda_devices().is_err() {
         fails(&cwd, &["train", "--mesh", "cuda"], "cannot be used");

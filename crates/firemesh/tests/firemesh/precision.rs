@@ -185,7 +185,9 @@ fn gradients_summed_in_bf16_cross_in_half_the_bytes() {
     let model = model(&mesh);
     let gradient_elements: usize = trained(&model).iter().map(Vec::len).sum();
     let mut f32_comm = trainer(model.clone(), &mesh);
-    let mut bf16_comm = trainer(model, &mesh).with_gradient_wire(FloatDType::BF16);
+    let mut bf16_comm = trainer(model, &mesh)
+        .with_gradient_wire(Precision::Bf16)
+        .unwrap();
     let mut worst = 0f64;
     for i in 0..STEPS {
         let (full, half) = (
