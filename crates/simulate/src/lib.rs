@@ -40,7 +40,7 @@ pub mod validate;
 mod workload;
 
 pub use gpu::{Gpu, Published, GPUS, RESNET50};
-pub use link::{all_reduce_seconds, Hw, Link, Topology, BUS_SHARE, LINK_PRESETS};
+pub use link::{all_reduce_seconds, Hw, Levels, Link, Topology, BUS_SHARE, LINK_PRESETS};
 pub use predict::{predict, sweep, HostModel, Prediction, Scenario, Schedule};
 pub use profile::{Layer, StepProfile};
 pub use workload::{gpt, resnet, LayerShape, Workload};

@@ -164,7 +164,8 @@ impl Link {
 }
 
 /// Ranks in nodes: `intra` joins the ranks of a node, `inter` the nodes through
-/// `ports_per_node` network ports per node (one per rank when `None`).
+/// `ports_per_node` network ports per node (one per rank when `None`); `levels` is how a sum
+/// crosses the nodes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
     pub intra: Link,
@@ -172,6 +173,40 @@ pub struct Topology {
     pub ranks_per_node: usize,
     #[serde(default)]
     pub ports_per_node: Option<usize>,
+    #[serde(default)]
+    pub levels: Levels,
+}
+
+/// How an all-reduce over several nodes is scheduled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Levels {
+    /// NCCL's one ring through every rank of every node (PyTorch DDP's, on one NCCL
+    /// communicator): 2 (nodes - 1) of its steps cross the network, on every port at once.
+    #[default]
+    Ring,
+    /// firemesh across processes, one per node: the node's ranks sum the buffer (an in-node
+    /// all-reduce), one buffer per node is summed across the nodes (NCCL or MPI, through one
+    /// network port), and the node's ranks get it back (a broadcast in the node).
+    NodeBuffer,
+    /// The same with the node's sum split in one block per rank: an in-node reduce-scatter,
+    /// each rank's block summed across the nodes through its own port (ranks sharing the
+    /// node's ports when there are fewer), and an in-node all-gather.
+    NodeBlocks,
+}
+
+impl std::str::FromStr for Levels {
+    type Err = SimulateError;
+    fn from_str(s: &str) -> Result<Levels> {
+        match s {
+            "ring" => Ok(Levels::Ring),
+            "node-buffer" => Ok(Levels::NodeBuffer),
+            "node-blocks" => Ok(Levels::NodeBlocks),
+            _ => Err(SimulateError::Invalid(format!(
+                "levels {s:?}: ring, node-buffer or node-blocks"
+            ))),
+        }
+    }
 }
 
 impl Topology {
@@ -182,14 +217,50 @@ impl Topology {
             intra: link,
             ranks_per_node: usize::MAX,
             ports_per_node: None,
+            levels: Levels::Ring,
         }
     }
 }
 
-/// Seconds of one all-reduce of `bytes` per rank over `n` ranks: one ring through every rank
-/// (NCCL's ring: 2 (n - 1) steps, 2 (nodes - 1) of them across the network), its bandwidth the
-/// smaller of the node's links and the node's network ports together.
+/// Seconds of one all-reduce of `bytes` per rank over `n` ranks, scheduled as
+/// `topology.levels` says (the same on one node: one ring).
 pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let g = topology.ranks_per_node.clamp(1, n);
+    let nodes = n.div_ceil(g);
+    if nodes == 1 || topology.levels == Levels::Ring {
+        return ring_seconds(topology, n, bytes);
+    }
+    let node = Topology::flat(topology.intra.clone());
+    let net = Topology::flat(topology.inter.clone());
+    let in_node = all_reduce_seconds(&node, g, bytes);
+    let ports = topology.ports_per_node.unwrap_or(g).max(1) as f64;
+    match topology.levels {
+        Levels::Ring => unreachable!("timed above"),
+        // A ring all-reduce moves 2 (g - 1) / g of the buffer through each link, a pipelined
+        // broadcast the whole buffer once: g / (2 (g - 1)) of the all-reduce.
+        Levels::NodeBuffer => {
+            let broadcast = in_node * g as f64 / (2.0 * (g - 1) as f64);
+            in_node + ring_seconds(&net, nodes, bytes) + broadcast
+        }
+        // Reduce-scatter and all-gather: half an all-reduce each. The g blocks cross the
+        // network at once, each through 1/g of the node's ports.
+        Levels::NodeBlocks => {
+            let share = (ports / g as f64).min(1.0);
+            let mut net = net;
+            net.inter.bytes_per_s *= share;
+            net.intra.bytes_per_s *= share;
+            in_node + ring_seconds(&net, nodes, bytes / g as f64)
+        }
+    }
+}
+
+/// One ring through every rank (NCCL's ring: 2 (n - 1) steps, 2 (nodes - 1) of them across the
+/// network), its bandwidth the smaller of the node's links and the node's network ports
+/// together.
+fn ring_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
     if n <= 1 {
         return 0.0;
     }
@@ -269,6 +340,7 @@ mod tests {
             inter: Link::preset("net200").unwrap(),
             ranks_per_node: 8,
             ports_per_node: None,
+            levels: Levels::Ring,
         };
         // 8 bytes on 8 GPUs of one node: LL wins, 3.6 + 14 * 0.47 µs of latency.
         let tiny = all_reduce_seconds(&t, 8, 8.0);

@@ -2,7 +2,7 @@
 //! published one-GPU throughput of the same run and nothing else measured on eight GPUs.
 
 use crate::gpu::{Gpu, Published, RESNET50};
-use crate::link::{Link, Topology};
+use crate::link::{Levels, Link, Topology};
 use crate::predict::{predict, HostModel, Prediction, Scenario, Schedule};
 use crate::profile::StepProfile;
 use crate::workload::resnet;
@@ -37,6 +37,7 @@ pub fn machine(gpu: &Gpu) -> Scenario {
             inter: Link::preset("net200").expect("preset"),
             ranks_per_node: 8,
             ports_per_node: None,
+            levels: Levels::Ring,
         },
         schedule: Schedule::Buckets {
             bytes: DDP_BUCKET_BYTES,
@@ -79,6 +80,63 @@ pub fn ddp_cluster() -> Topology {
         inter: Link::preset("net100").expect("preset"),
         ranks_per_node: 8,
         ports_per_node: Some(1),
+        levels: Levels::Ring,
+    }
+}
+
+/// A published multi-node ResNet-50 run: PyTorch DDP (NVIDIA DeepLearningExamples' ResNet-50
+/// v1.5, AMP, 256 images per GPU, DALI on the CPU) on nodes of eight V100 16 GB joined by NVLink
+/// and one 100 Gb/s InfiniBand EDR port per node: [`ddp_cluster`]'s topology. Measured by
+/// OneFlow's DLPerf (github.com/Oneflow-Inc/DLPerf, NVIDIADeepLearningExamples/PyTorch/
+/// resnet50v1.5/README.md at commit 2a4f7c2, September 2020): the median of 5 runs each.
+pub const DLPERF_SOURCE: &str = "OneFlow DLPerf, NVIDIADeepLearningExamples/PyTorch/resnet50v1.5/README.md (commit 2a4f7c2): \
+    PyTorch DDP, ResNet-50 v1.5, AMP, batch 256 per GPU, 8 V100 16 GB per node, one 100 Gb/s InfiniBand EDR port per node";
+/// Its one-GPU throughput (images/s), the only input of the predictions.
+pub const DLPERF_ONE_GPU: f64 = 802.9;
+/// Its throughputs (images/s) on 1, 2 and 4 nodes, by rank count.
+pub const DLPERF_NODES: &[(usize, f64)] = &[(8, 6_154.66), (16, 11_991.94), (32, 22_551.16)];
+
+/// One published multi-node throughput and its prediction.
+#[derive(Debug, Clone)]
+pub struct NodesCheck {
+    pub ranks: usize,
+    pub published: f64,
+    pub prediction: Prediction,
+    /// predicted / published − 1.
+    pub error: f64,
+}
+
+/// The DLPerf runs predicted from their one-GPU figure, every sum scheduled as `levels` says
+/// (they ran `Levels::Ring`: NCCL under PyTorch DDP), with DDP's 25 MiB buckets overlapped.
+pub fn multi_node_checks(levels: Levels) -> Vec<NodesCheck> {
+    let profile = resnet50_step(256, DLPERF_ONE_GPU);
+    let topology = Topology {
+        levels,
+        ..ddp_cluster()
+    };
+    let scenario = &bucket_scenario(topology, DDP_BUCKET_BYTES);
+    DLPERF_NODES
+        .iter()
+        .map(|&(ranks, published)| {
+            let prediction = predict(&profile, scenario, ranks);
+            NodesCheck {
+                ranks,
+                published,
+                error: prediction.throughput / published - 1.0,
+                prediction,
+            }
+        })
+        .collect()
+}
+
+fn bucket_scenario(topology: Topology, bytes: u64) -> Scenario {
+    Scenario {
+        topology,
+        schedule: Schedule::Buckets { bytes },
+        overlap: true,
+        straggler_cv: 0.0,
+        host: HostModel::default(),
+        serial: false,
     }
 }
 
@@ -93,14 +151,7 @@ pub fn bucket_sweep(
     sizes
         .iter()
         .map(|&bytes| {
-            let scenario = Scenario {
-                topology: topology.clone(),
-                schedule: Schedule::Buckets { bytes },
-                overlap: true,
-                straggler_cv: 0.0,
-                host: HostModel::default(),
-                serial: false,
-            };
+            let scenario = bucket_scenario(topology.clone(), bytes);
             (bytes, predict(profile, &scenario, ranks))
         })
         .collect()

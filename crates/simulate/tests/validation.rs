@@ -3,9 +3,10 @@
 //! themselves are printed (and tabled by `simulate_check`), whatever they are.
 
 use firemesh_simulate::validate::{
-    bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, resnet50_step, sweep_sizes,
+    bucket_sweep, check, ddp_cluster, eight_gpu_checks, machine, multi_node_checks, resnet50_step,
+    sweep_sizes, DLPERF_NODES, DLPERF_ONE_GPU,
 };
-use firemesh_simulate::{predict, Gpu, Link, Topology, RESNET50};
+use firemesh_simulate::{all_reduce_seconds, predict, Gpu, Levels, Link, Topology, RESNET50};
 
 #[test]
 fn eight_gpu_predictions_come_from_the_one_gpu_figures() {
@@ -98,4 +99,74 @@ fn buckets_too_small_and_too_large_both_cost_in_the_ddp_setting() {
     };
     let f = times(&free);
     assert!(f.windows(2).all(|w| w[0] <= w[1] + 1e-12), "{f:?}");
+}
+
+/// The published multi-node DDP runs (DLPerf: 1, 2 and 4 nodes of 8 V100, one 100 Gb/s port
+/// per node) predicted from their one-GPU figure with NCCL's ring, which they ran, and with
+/// firemesh's two-level schedules. Printed whatever the errors are; what must hold is how the
+/// schedules compare.
+#[test]
+fn multi_node_predictions_against_published_ddp_runs() {
+    let [ring, buffer, blocks] =
+        [Levels::Ring, Levels::NodeBuffer, Levels::NodeBlocks].map(multi_node_checks);
+    for (i, &(ranks, published)) in DLPERF_NODES.iter().enumerate() {
+        let (r, nb, bl) = (&ring[i], &buffer[i], &blocks[i]);
+        println!(
+            "{ranks} V100 ({} node(s)): published {published:.0} ({:.2}x one GPU); ring {:.0} \
+             ({:+.1}%), node-buffer {:.0} ({:+.1}%), node-blocks {:.0} ({:+.1}%)",
+            ranks / 8,
+            published / DLPERF_ONE_GPU,
+            r.prediction.throughput,
+            100.0 * r.error,
+            nb.prediction.throughput,
+            100.0 * nb.error,
+            bl.prediction.throughput,
+            100.0 * bl.error,
+        );
+        assert_eq!(r.published, published);
+        assert_eq!(r.error, r.prediction.throughput / published - 1.0);
+        assert!(r.prediction.throughput <= ranks as f64 * DLPERF_ONE_GPU * (1.0 + 1e-12));
+        if ranks == 8 {
+            // One node: every schedule is the same ring.
+            assert_eq!(r.prediction, nb.prediction);
+            assert_eq!(r.prediction, bl.prediction);
+        }
+    }
+}
+
+/// Across nodes with a port per GPU, one buffer per node uses one port of eight: slower than
+/// NCCL's ring, which crosses on all of them; blocks per rank use them all again. With one
+/// port per node every schedule has that one port.
+#[test]
+fn two_level_schedules_against_the_ring() {
+    let nvl = Link::preset("nvlink4").unwrap();
+    let ndr = Link::preset("net400").unwrap();
+    let topology = |levels, ports| Topology {
+        intra: nvl.clone(),
+        inter: ndr.clone(),
+        ranks_per_node: 8,
+        ports_per_node: ports,
+        levels,
+    };
+    let bytes = 100e6;
+    for nodes in [2, 4, 8] {
+        let n = 8 * nodes;
+        let t = |levels, ports| all_reduce_seconds(&topology(levels, ports), n, bytes);
+        let (ring, buffer, blocks) = (
+            t(Levels::Ring, None),
+            t(Levels::NodeBuffer, None),
+            t(Levels::NodeBlocks, None),
+        );
+        println!("{nodes} nodes of 8, 100 MB: ring {ring:.4} s, node-buffer {buffer:.4} s, node-blocks {blocks:.4} s");
+        assert!(buffer > 3.0 * ring, "{nodes} nodes: {buffer} vs {ring}");
+        assert!(blocks < buffer / 3.0, "{nodes} nodes: {blocks} vs {buffer}");
+        // node-buffer by hand: an in-node all-reduce, a ring over the nodes through one port,
+        // and a broadcast (8/14 of the in-node all-reduce).
+        let in_node = all_reduce_seconds(&Topology::flat(nvl.clone()), 8, bytes);
+        let across = all_reduce_seconds(&Topology::flat(ndr.clone()), nodes, bytes);
+        let want = in_node + across + in_node * 8.0 / 14.0;
+        assert!((buffer - want).abs() < 1e-12, "{buffer} vs {want}");
+        let one_port = t(Levels::Ring, Some(1));
+        assert!(one_port > 3.0 * ring);
+    }
 }

@@ -9,7 +9,7 @@ pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, F
 use crate::train::ModelName;
 use crate::{Error, Result};
 use firemesh_simulate::{
-    Gpu, HostModel, Link, Prediction, Published, Scenario, Schedule, StepProfile, Topology,
+    Gpu, HostModel, Levels, Link, Prediction, Published, Scenario, Schedule, StepProfile, Topology,
     Workload,
 };
 use std::path::PathBuf;
@@ -61,6 +61,13 @@ pub struct SimulateOptions {
     /// Link between nodes (one port per rank unless --ports-per-node).
     #[arg(long, default_value = "net200")]
     pub network: String,
+    /// How a sum crosses nodes: ring (NCCL's one ring through every rank, as PyTorch DDP),
+    /// node-buffer (firemesh across processes: summed in the node, one buffer per node summed
+    /// across nodes through one port, shared in the node again) or node-blocks (the node's sum
+    /// in one block per rank, each across the nodes through its own port)
+    #[arg(long, default_value = "ring")]
+    pub levels: Levels,
+
     /// Ranks in one node.
     #[arg(long, default_value_t = 8)]
     pub ranks_per_node: usize,
@@ -330,6 +337,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
             inter,
             ranks_per_node: o.ranks_per_node,
             ports_per_node: o.ports_per_node,
+            levels: o.levels,
         },
         schedule: Schedule::Buckets {
             bytes: wire_bucket_bytes(o, bucket_bytes as u64),

@@ -28,12 +28,21 @@ pub fn markdown(sim: &Simulation) -> String {
         Some(k) => format!("{k} network ports per node"),
         None => "a network port per rank".to_string(),
     };
+    let levels = match s.topology.levels {
+        firemesh_simulate::Levels::Ring => "one NCCL ring through every rank",
+        firemesh_simulate::Levels::NodeBuffer => {
+            "summed in the node, one buffer per node across the nodes (one port), shared in the node"
+        }
+        firemesh_simulate::Levels::NodeBlocks => {
+            "reduce-scattered in the node, each rank's block across the nodes, all-gathered in the node"
+        }
+    };
     let _ = writeln!(
         md,
         "# Simulated scaling: {}{}\n\n\
          - One device: {:.1} ms per step of {} {} ({:.0} {}/s); source: {}.\n\
          - Gradients: {} tensors, {:.1} MB, summed in {bucket}, overlapped with the backward pass.\n\
-         - Links: {} in a node ({}, {:.1} GB/s bus bandwidth), {} across nodes ({}, {:.1} GB/s per port), {} ranks per node, {ports}.\n\
+         - Links: {} in a node ({}, {:.1} GB/s bus bandwidth), {} across nodes ({}, {:.1} GB/s per port), {} ranks per node, {ports}; sums across nodes: {levels}.\n\
          - Straggler spread (cv of a rank's step time): {} (no published spread is built in; give a measured one with --straggler-cv).",
         p.model,
         match &sim.published {

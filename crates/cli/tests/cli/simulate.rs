@@ -216,3 +216,50 @@ fn bf16_gradient_sums_are_simulated_in_half_the_bytes() {
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--levels`: across two nodes of 8 A100s (a 200 Gb/s port per GPU), one buffer per node
+/// crosses on one port and spends more time in gradient sums than NCCL's ring, which uses all
+/// eight; a block per rank uses them all again. The report names the schedule.
+#[test]
+fn two_level_schedules_are_simulated_across_nodes() {
+    let dir = scratch("simulate-levels");
+    let run = |levels: &str| {
+        let args = [
+            "simulate", "--ranks", "8,16", "--levels", levels, "--out", levels,
+        ];
+        let o = cli(&dir, &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let md = std::fs::read_to_string(dir.join(levels).join("simulate.md")).unwrap();
+        let text = std::fs::read_to_string(dir.join(levels).join("simulate.json")).unwrap();
+        let json: Value = serde_json::from_str(&text).unwrap();
+        let comm = |ranks| {
+            prediction(&json, ranks)["gradient_comm_s"]
+                .as_f64()
+                .unwrap()
+        };
+        (comm(8), comm(16), md)
+    };
+    let (ring8, ring16, ring_md) = run("ring");
+    let (buffer8, buffer16, buffer_md) = run("node-buffer");
+    let (blocks8, blocks16, _) = run("node-blocks");
+    assert!(
+        ring_md.contains("sums across nodes: one NCCL ring"),
+        "{ring_md}"
+    );
+    assert!(buffer_md.contains("one buffer per node"), "{buffer_md}");
+    assert_eq!(
+        (ring8, ring8),
+        (buffer8, blocks8),
+        "one node: the same ring"
+    );
+    assert!(buffer16 > 2.0 * ring16, "{buffer16} vs {ring16}");
+    assert!(blocks16 < buffer16, "{blocks16} vs {buffer16}");
+    let o = cli(&dir, &["simulate", "--levels", "star"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("ring, node-buffer or node-blocks"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
