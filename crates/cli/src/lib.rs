@@ -11,3 +11,4 @@ mod error;
 pub mod options;
 pub mod simulate;
 pub mod train;
+pub mod world;

@@ -43,6 +43,11 @@ enum Command {
         /// cloud machines give about 30 s of notice.
         #[arg(long, value_name = "SECONDS", default_value_t = 25.0)]
         stop_deadline: f64,
+        /// Print the world the run would form (the launcher's processes, this process's ranks
+        /// and devices, the transport on each level) after the same checks as a run, and exit
+        /// without writing anything.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         runtime: RuntimeOptions,
     },
@@ -113,8 +118,9 @@ fn main() {
             options,
             runtime,
             stop_deadline,
+            dry_run,
             ..
-        } => train(options, &runtime.config(), stop_deadline),
+        } => train(options, &runtime.config(), stop_deadline, dry_run),
         Command::Simulate { options } => firemesh_cli::simulate::run(&options).map(|_| ()),
         Command::Bench { options, runtime } => {
             firemesh_cli::bench::run(&options, &runtime.config()).map(|_| ())
@@ -168,8 +174,20 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
     Ok(flush)
 }
 
-fn train(options: TrainOptions, runtime: &RuntimeConfig, stop_deadline: f64) -> Result<()> {
+fn train(
+    options: TrainOptions,
+    runtime: &RuntimeConfig,
+    stop_deadline: f64,
+    dry_run: bool,
+) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
+    // The launcher's world, from its environment: read here, at the program's edge.
+    let world = firemesh_cli::world::World::from_env(|name| std::env::var(name).ok())?;
+    if dry_run {
+        println!("{}", firemesh_cli::train::plan(&config, &world)?);
+        return Ok(());
+    }
+    world.check_single()?;
     if !(stop_deadline.is_finite() && stop_deadline > 0.0) {
         return Err(Error::Invalid(format!(
             "--stop-deadline {stop_deadline}: must be a positive number of seconds"

@@ -24,6 +24,7 @@ pub use metrics::{Record, Summary};
 pub use run::route_name;
 pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 
+use crate::world::World;
 use crate::{Error, Result};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
 use std::path::{Path, PathBuf};
@@ -36,7 +37,9 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
 
 /// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
 /// checkpoint ([`Summary::stopped_at`]).
-pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> Result<Summary> {
+/// The mesh `config` trains on and its sequence length (GPTs), after every check that needs no
+/// data and writes nothing: the batch against the ranks, the model's memory, the precisions.
+fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
     let mesh = DeviceMesh::discover(config.mesh, config.ranks, config.share_devices)?;
     let ranks = mesh.ranks();
     if config.batch < ranks {
@@ -69,6 +72,70 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> R
             }
         }
     }
+    Ok((mesh, seq_len))
+}
+
+/// What `firemesh train --dry-run` prints: the world `config` would train in, after the same
+/// checks as a run, writing nothing (see [`crate::world`]).
+pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
+    let (mesh, _) = checked_mesh(config)?;
+    let ranks = mesh.ranks();
+    let devices = match &mesh {
+        DeviceMesh::Cuda(d) => d.iter().map(|d| format!("cuda:{}", d.index)).collect(),
+        DeviceMesh::Wgpu(d) => d.iter().map(|d| format!("{d:?}")).collect(),
+        DeviceMesh::Cpu { ranks, .. } => vec!["cpu".to_string(); *ranks],
+    };
+    let in_process = match &mesh {
+        DeviceMesh::Cuda(_) => "firemesh's CubeCL collectives on the CUDA GPUs (ring all-reduce)",
+        DeviceMesh::Wgpu(_) => {
+            "firemesh's CubeCL collectives on the wgpu clients (ring all-reduce)"
+        }
+        DeviceMesh::Cpu { .. } => {
+            "firemesh's portable collectives in host memory (Burn tensor ops)"
+        }
+    };
+    let across = if world.is_single() {
+        "none (one process)".to_string()
+    } else {
+        let engine = match &mesh {
+            DeviceMesh::Cuda(_) => "NCCL",
+            _ => "MPI",
+        };
+        format!(
+            "{engine} on one buffer per process, bootstrapped by {}: not built yet, so a run \
+             refuses this world",
+            world.bootstrap.as_deref().unwrap_or(match world.launcher {
+                crate::world::Launcher::Slurm => "Slurm's PMI",
+                _ => "MPI",
+            })
+        )
+    };
+    let world_ranks = world.processes * ranks;
+    let per_rank = config.batch as f64 / world_ranks as f64;
+    let local = world
+        .local_process
+        .map_or(String::new(), |l| format!(", process {l} on its node"));
+    Ok(format!(
+        "firemesh train --dry-run: {} on {}\n\
+         \x20 launcher: {}\n\
+         \x20 processes: {} (this is process {}{local})\n\
+         \x20 ranks: {ranks} in this process, {world_ranks} in the world\n\
+         \x20 devices of this process: {}\n\
+         \x20 batch: {} samples a step, {per_rank:.1} per rank\n\
+         \x20 transport in the process: {in_process}\n\
+         \x20 transport across processes: {across}",
+        config.model,
+        mesh.describe(),
+        world.launcher,
+        world.processes,
+        world.process,
+        devices.join(", "),
+        config.batch,
+    ))
+}
+
+pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> Result<Summary> {
+    let (mesh, seq_len) = checked_mesh(config)?;
     let data = data::open(config, seq_len.unwrap_or(0))?;
     let net = config
         .model

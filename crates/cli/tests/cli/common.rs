@@ -42,9 +42,35 @@ pub fn config(options: TrainOptions) -> TrainConfig {
     TrainConfig::resolve(options).unwrap()
 }
 
-/// Runs `firemesh ARGS` in `cwd`.
+/// Runs `firemesh ARGS` in `cwd`, as one process (whatever launcher runs the tests).
 pub fn cli(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_firemesh"))
+    cli_launched(cwd, args, &[])
+}
+
+/// The variables of the launchers `firemesh train` recognises (`firemesh_cli::world`).
+const LAUNCHER_VARS: &[&str] = &[
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
+/// Runs `firemesh ARGS` in `cwd` as a launcher would start it: with `vars` and none of the
+/// test runner's own launcher variables.
+pub fn cli_launched(cwd: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_firemesh"));
+    for var in LAUNCHER_VARS {
+        command.env_remove(var);
+    }
+    command
+        .envs(vars.iter().copied())
         .args(args)
         .current_dir(cwd)
         .output()

@@ -9,3 +9,4 @@ mod resume;
 mod simulate;
 mod sources;
 mod train_job;
+mod world;

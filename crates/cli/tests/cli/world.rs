@@ -1,0 +1,114 @@
+//! The world a launcher starts, as `firemesh train` reads it from the environment: described by
+//! `--dry-run`, refused by a run while firemesh trains in one process, and nothing written.
+
+use crate::common::{cli_launched, scratch, snapshot};
+
+const MPI_PROCESS_1_OF_2: &[(&str, &str)] = &[
+    ("OMPI_COMM_WORLD_RANK", "1"),
+    ("OMPI_COMM_WORLD_SIZE", "2"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+];
+
+#[test]
+fn dry_run_prints_the_world_and_writes_nothing() {
+    let cwd = scratch("world-dry-run");
+    let args = [
+        "train",
+        "--dry-run",
+        "--mesh",
+        "cpu",
+        "--ranks",
+        "4",
+        "--batch",
+        "32",
+    ];
+    let before = snapshot(&cwd);
+    let alone = cli_launched(&cwd, &args, &[]);
+    let text = String::from_utf8_lossy(&alone.stdout);
+    assert!(
+        alone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+    for says in [
+        "launcher: none (one process)",
+        "processes: 1 (this is process 0)",
+        "ranks: 4 in this process, 4 in the world",
+        "devices of this process: cpu, cpu, cpu, cpu",
+        "batch: 32 samples a step, 8.0 per rank",
+        "transport in the process: firemesh's portable collectives in host memory",
+        "transport across processes: none (one process)",
+    ] {
+        assert!(text.contains(says), "{says:?} not in:\n{text}");
+    }
+    let launched = cli_launched(&cwd, &args, MPI_PROCESS_1_OF_2);
+    let text = String::from_utf8_lossy(&launched.stdout);
+    assert!(
+        launched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&launched.stderr)
+    );
+    for says in [
+        "launcher: mpirun (OpenMPI)",
+        "processes: 2 (this is process 1, process 1 on its node)",
+        "ranks: 4 in this process, 8 in the world",
+        "batch: 32 samples a step, 4.0 per rank",
+        "transport across processes: MPI on one buffer per process",
+        "not built yet",
+    ] {
+        assert!(text.contains(says), "{says:?} not in:\n{text}");
+    }
+    // The same checks as a run: a batch smaller than the ranks is refused.
+    let small = cli_launched(
+        &cwd,
+        &["train", "--dry-run", "--ranks", "4", "--batch", "2"],
+        &[],
+    );
+    assert!(!small.status.success());
+    assert!(snapshot(&cwd) == before, "a dry run wrote files");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+/// A world of several processes is refused before anything is written (each process would
+/// train the whole job into the same run folder), in one line naming the launcher; so is a
+/// torchrun world with no place to meet, or variables that are not numbers.
+#[test]
+fn worlds_of_several_processes_are_refused_in_one_line() {
+    let cwd = scratch("world-refused");
+    let before = snapshot(&cwd);
+    let train = ["train", "--mesh", "cpu", "--ranks", "2", "--steps", "1"];
+    for (vars, says) in [
+        (
+            MPI_PROCESS_1_OF_2,
+            "mpirun (OpenMPI) started 2 processes (this is process 1)",
+        ),
+        (
+            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")][..],
+            "srun (Slurm) started 4 processes",
+        ),
+        (
+            &[("RANK", "0"), ("WORLD_SIZE", "2")][..],
+            "WORLD_SIZE=2 names a world without a place to meet",
+        ),
+        (&[("RANK", "one"), ("WORLD_SIZE", "2")][..], "RANK=\"one\""),
+    ] {
+        let out = cli_launched(&cwd, &train, vars);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{vars:?}");
+        let last = stderr.trim_end();
+        assert_eq!(last.lines().count(), 1, "{stderr}");
+        assert!(last.contains(says), "{vars:?}: {stderr}");
+    }
+    // A launcher's world of one process trains as before.
+    let one = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")];
+    let args = ["train", "--dry-run", "--mesh", "cpu", "--ranks", "2"];
+    let out = cli_launched(&cwd, &args, &one);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("launcher: srun (Slurm)"));
+    assert!(snapshot(&cwd) == before, "a refused run wrote files");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
