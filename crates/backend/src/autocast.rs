@@ -78,7 +78,7 @@ pub(crate) trait Operand<B: Backend>: Sized {
 impl<B: Backend> Operand<B> for F<B> {
     fn lowered(self, low: Option<FloatDType>) -> Self {
         match low {
-            Some(low) if self.held_narrow() == Some(low.into()) => self.as_held(),
+            Some(low) if self.held_narrow() == Some(low.into()) => self.into_held(),
             Some(low) if self.dtype() == DType::F32 => cast(self, low),
             _ => self,
         }
@@ -120,5 +120,5 @@ pub(crate) fn moved<B: Backend>(t: F<B>, op: impl FnOnce(F<B>) -> F<B>) -> F<B> 
     if t.held_narrow().is_none() {
         return op(t);
     }
-    op(t.as_held()).presented_as_f32()
+    op(t.into_held()).presented_as_f32()
 }

@@ -194,7 +194,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     }
 
     /// The tensor as its parts are held: a tensor held narrow in its narrow dtype, unwidened.
-    pub(crate) fn as_held(mut self) -> Self {
+    pub(crate) fn into_held(mut self) -> Self {
         self.held_narrow = false;
         self
     }

@@ -73,7 +73,7 @@ fn a_panic_on_a_rank_thread_is_raised_where_the_result_is_read() {
 fn rank_threads_are_the_default_on_the_cpu_and_cuda_but_not_on_wgpu() {
     use firemesh_backend::MeshConfig;
     use firemesh_collective::stream::has_streams;
-    assert_eq!(mesh(7).parallel(), true);
+    assert!(mesh(7).parallel());
     assert!(!has_streams::<crate::common::Dev>());
     assert!(has_streams::<burn_wgpu::WgpuDevice>());
     let wgpu = Mesh::replicate(burn_wgpu::WgpuDevice::Cpu, 2).expect("mesh");

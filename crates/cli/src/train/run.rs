@@ -314,7 +314,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         stopped_at,
         epochs: total as f64 / job.order.steps_per_epoch as f64,
         first_loss: step_losses().next().unwrap_or(f64::NAN),
-        last_loss: step_losses().last().unwrap_or(f64::NAN),
+        last_loss: step_losses().next_back().unwrap_or(f64::NAN),
         throughput_unit: job.unit().into(),
         throughput: samples_this_run as f64 * job.per_sample() as f64 / seconds.max(1e-9),
         seconds,

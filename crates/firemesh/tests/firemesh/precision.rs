@@ -4,7 +4,7 @@
 use crate::step::{images, labels, largest_difference, same_model, step_loss, Ad};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::SgdConfig;
-use burn::tensor::{FloatDType, Tensor};
+use burn::tensor::Tensor;
 use burn_flex::FlexDevice;
 use firemesh::backend::{shard, shard_int, Mesh};
 use firemesh::precision::LossScaling;
