@@ -3,7 +3,7 @@
 //! A training loop arms a precision on its mesh for its thread ([`Mesh::autocast`]); while it
 //! is armed, the ops of that thread that multiply (`float_matmul`, `linear`, the convolutions,
 //! and their backward ops that multiply) cast their f32 operands to it, run in it on every
-//! rank, and cast the result back to f32. Every other op (sums, softmax, normalisation
+//! rank, and present the result as f32 (below). Every other op (sums, softmax, normalisation
 //! statistics, the loss, the optimizer's update) sees f32 tensors only, and autodiff, which sits
 //! above `Sharded`, never sees a low-precision tensor: parameters, gradients and optimizer state
 //! stay f32, and the backward pass's products run in the low precision too, because they are
@@ -18,8 +18,9 @@
 //! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
 //! keys and values) are kept at half the bytes. The operands of products that other ops made in
 //! f32 (a ReLU's or a normalisation's output) stay f32: rounding them would change what those
-//! other ops see. A `Partial` result (a weight gradient) is cast back to f32 at once, for its
-//! bucket.
+//! other ops see. A `Partial` result (a weight gradient of a sharded batch) is cast back to f32
+//! at once, for its bucket; a weight gradient that is not `Partial` (one rank, a replicated
+//! batch) is held narrow like any result, and widened where it is read.
 
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
@@ -41,7 +42,7 @@ pub struct Autocasting<D: 'static> {
 
 impl<D> Mesh<D> {
     /// Runs the calling thread's matrix products and convolutions on this mesh in `dtype` (their
-    /// f32 operands cast to it, their results cast back to f32) until the returned value drops.
+    /// f32 operands cast to it, their results presented as f32) until the returned value drops.
     /// `F32` (or any dtype that is not narrower than f32) casts nothing. Other threads, and
     /// other meshes, keep their own setting.
     pub fn autocast(&self, dtype: FloatDType) -> Autocasting<D> {

@@ -102,8 +102,34 @@ fn main() {
         }
         Err(e) => e.exit(), // --help, --version
     };
+    // The launcher's world, from its environment: read here, at the program's edge, and a
+    // run's refusal of it comes before anything is written (the trace file included).
+    let world = match &cli.command {
+        Command::Train { dry_run, .. } => {
+            let world = firemesh_cli::world::World::from_env(|name| std::env::var(name).ok())
+                .and_then(|w| {
+                    if *dry_run {
+                        Ok(w)
+                    } else {
+                        w.check_single().map(|()| w)
+                    }
+                });
+            match world {
+                Ok(world) => world,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        _ => firemesh_cli::world::World::single(),
+    };
     let trace = match &cli.command {
-        Command::Train { trace, .. } => trace.as_deref(),
+        Command::Train {
+            trace,
+            dry_run: false,
+            ..
+        } => trace.as_deref(),
         _ => None,
     };
     let flush = match init_tracing(trace) {
@@ -120,7 +146,12 @@ fn main() {
             stop_deadline,
             dry_run,
             ..
-        } => train(options, &runtime.config(), stop_deadline, dry_run),
+        } => train(
+            options,
+            &runtime.config(),
+            stop_deadline,
+            dry_run.then_some(&world),
+        ),
         Command::Simulate { options } => firemesh_cli::simulate::run(&options).map(|_| ()),
         Command::Bench { options, runtime } => {
             firemesh_cli::bench::run(&options, &runtime.config()).map(|_| ())
@@ -178,16 +209,13 @@ fn train(
     options: TrainOptions,
     runtime: &RuntimeConfig,
     stop_deadline: f64,
-    dry_run: bool,
+    dry_run: Option<&firemesh_cli::world::World>,
 ) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
-    // The launcher's world, from its environment: read here, at the program's edge.
-    let world = firemesh_cli::world::World::from_env(|name| std::env::var(name).ok())?;
-    if dry_run {
-        println!("{}", firemesh_cli::train::plan(&config, &world)?);
+    if let Some(world) = dry_run {
+        println!("{}", firemesh_cli::train::plan(&config, world)?);
         return Ok(());
     }
-    world.check_single()?;
     if !(stop_deadline.is_finite() && stop_deadline > 0.0) {
         return Err(Error::Invalid(format!(
             "--stop-deadline {stop_deadline}: must be a positive number of seconds"

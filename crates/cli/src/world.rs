@@ -2,9 +2,13 @@
 //! (`firemesh` reads the variables; everything here works on a lookup it is handed).
 //!
 //! Recognised, in this order: OpenMPI's `mpirun`/`mpiexec` (`OMPI_COMM_WORLD_RANK`, `_SIZE`,
-//! `_LOCAL_RANK`), Slurm's `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`) and
-//! torchrun-style variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`).
-//! With none of them the world is this one process. firemesh trains in one process so far, so
+//! `_LOCAL_RANK`), MPICH-style process managers (Hydra's `mpiexec`, Intel MPI: `PMI_RANK`,
+//! `PMI_SIZE`), torchrun-style variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
+//! `MASTER_PORT`) and Slurm's `srun` (`SLURM_PROCID`, `SLURM_STEP_NUM_TASKS`, `SLURM_LOCALID`).
+//! torchrun comes before Slurm because `srun` often starts torchrun, whose processes inherit
+//! the step's one-task variables; Slurm's step variables, not `SLURM_NTASKS`, because a batch
+//! script run without `srun` is one process of a job of several tasks. With none of them the
+//! world is this one process. firemesh trains in one process so far, so
 //! a world of more than one is described by `firemesh train --dry-run` and refused by a run,
 //! before either writes anything: N processes each training the whole job into one run folder
 //! would overwrite each other's checkpoints.
@@ -18,8 +22,10 @@ pub enum Launcher {
     /// No launcher variables: one process.
     None,
     OpenMpi,
-    Slurm,
+    /// An MPICH-style process manager (PMI).
+    Pmi,
     Torchrun,
+    Slurm,
 }
 
 impl fmt::Display for Launcher {
@@ -27,6 +33,7 @@ impl fmt::Display for Launcher {
         f.write_str(match self {
             Self::None => "none (one process)",
             Self::OpenMpi => "mpirun (OpenMPI)",
+            Self::Pmi => "mpiexec (PMI: MPICH, Intel MPI)",
             Self::Slurm => "srun (Slurm)",
             Self::Torchrun => "torchrun-style variables",
         })
@@ -85,13 +92,14 @@ impl World {
                 "OMPI_COMM_WORLD_SIZE",
                 "OMPI_COMM_WORLD_LOCAL_RANK",
             ),
+            (Launcher::Pmi, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+            (Launcher::Torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK"),
             (
                 Launcher::Slurm,
                 "SLURM_PROCID",
-                "SLURM_NTASKS",
+                "SLURM_STEP_NUM_TASKS",
                 "SLURM_LOCALID",
             ),
-            (Launcher::Torchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK"),
         ];
         for (launcher, rank, size, local) in found {
             let (Some(process), Some(processes)) = (number(rank)?, number(size)?) else {
@@ -103,16 +111,7 @@ impl World {
                 )));
             }
             let bootstrap = match launcher {
-                Launcher::Torchrun => match (var("MASTER_ADDR"), number("MASTER_PORT")?) {
-                    (Some(addr), Some(port)) => Some(format!("{addr}:{port}")),
-                    _ if processes == 1 => None,
-                    _ => {
-                        return Err(Error::Invalid(format!(
-                            "{size}={processes} names a world without a place to meet: set \
-                             MASTER_ADDR and MASTER_PORT"
-                        )))
-                    }
-                },
+                Launcher::Torchrun if processes > 1 => Some(meeting_place(&var, size, processes)?),
                 _ => None,
             };
             return Ok(Self {
@@ -144,6 +143,26 @@ impl World {
     }
 }
 
+/// torchrun's `MASTER_ADDR:MASTER_PORT`, which a world of several processes needs.
+fn meeting_place(
+    var: &impl Fn(&str) -> Option<String>,
+    size: &str,
+    processes: usize,
+) -> Result<String> {
+    let (Some(addr), Some(port)) = (var("MASTER_ADDR"), var("MASTER_PORT")) else {
+        return Err(Error::Invalid(format!(
+            "{size}={processes} names a world without a place to meet: set MASTER_ADDR and \
+             MASTER_PORT"
+        )));
+    };
+    match port.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok(format!("{addr}:{p}")),
+        _ => Err(Error::Invalid(format!(
+            "MASTER_PORT={port:?}: not a TCP port (1-65535)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,9 +189,28 @@ mod tests {
             (mpi.launcher, mpi.process, mpi.processes, mpi.local_process),
             (Launcher::OpenMpi, 1, 2, Some(1))
         );
-        let slurm = world(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]).unwrap();
+        let slurm = world(&[("SLURM_PROCID", "3"), ("SLURM_STEP_NUM_TASKS", "4")]).unwrap();
         assert_eq!((slurm.launcher, slurm.process), (Launcher::Slurm, 3));
         assert_eq!(slurm.local_process, None);
+        // A batch script run without srun: one process of a job of several tasks.
+        let batch = world(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")]).unwrap();
+        assert_eq!(batch, World::single());
+        // srun starting torchrun: torchrun's processes inherit the step's one task.
+        let inner = world(&[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_STEP_NUM_TASKS", "1"),
+            ("RANK", "5"),
+            ("WORLD_SIZE", "8"),
+            ("MASTER_ADDR", "node1"),
+            ("MASTER_PORT", "29500"),
+        ])
+        .unwrap();
+        assert_eq!((inner.launcher, inner.processes), (Launcher::Torchrun, 8));
+        let pmi = world(&[("PMI_RANK", "1"), ("PMI_SIZE", "3")]).unwrap();
+        assert_eq!(
+            (pmi.launcher, pmi.process, pmi.processes),
+            (Launcher::Pmi, 1, 3)
+        );
         let torch = world(&[
             ("RANK", "0"),
             ("WORLD_SIZE", "8"),
@@ -225,7 +263,16 @@ mod tests {
                     ("MASTER_ADDR", "h"),
                     ("MASTER_PORT", "p"),
                 ][..],
-                "MASTER_PORT=\"p\"",
+                "MASTER_PORT=\"p\": not a TCP port",
+            ),
+            (
+                &[
+                    ("RANK", "0"),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "h"),
+                    ("MASTER_PORT", "70000"),
+                ][..],
+                "not a TCP port",
             ),
         ] {
             let err = world(vars).unwrap_err().to_string();

@@ -152,7 +152,7 @@ where
     /// back to f32: PyTorch DDP's bf16 compression. Off (f32) by default. The step's bytes are
     /// in its report (`counts.summed_bytes`). Refused when a rank's device lacks the dtype.
     pub fn with_gradient_wire(mut self, wire: Precision) -> Result<Self> {
-        wire.check_as::<B>(self.device.devices(), "--comm-precision")?;
+        wire.check_as::<B>(self.device.devices(), "gradient sums in")?;
         let wire = wire.dtype();
         if let Some(sums) = &mut self.sums {
             sums.wire = Some(wire);

@@ -21,7 +21,8 @@
 //! 5. host: ops are issued by the host while the device runs them; the step takes at least
 //!    the host's issue time ([`HostModel`]).
 //!
-//! All-reduce time ([`all_reduce_seconds`]): one ring through every rank, `2 (N-1)` steps. On a
+//! All-reduce time ([`all_reduce_seconds`]): one ring through every rank, `2 (N-1)` steps (or,
+//! across nodes, one of the two-level schedules of [`Levels`]). On a
 //! preset link each step costs NCCL's published latency for its hardware and protocol, plus a
 //! base latency per collective, and the protocol with the least time is taken, as NCCL does.
 //! On a custom link each step costs α, or one-shot `α + (N-1) M / β` when shorter. Across

@@ -234,25 +234,41 @@ pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
         return ring_seconds(topology, n, bytes);
     }
     let node = Topology::flat(topology.intra.clone());
-    let net = Topology::flat(topology.inter.clone());
     let in_node = all_reduce_seconds(&node, g, bytes);
     let ports = topology.ports_per_node.unwrap_or(g).max(1) as f64;
+    // The ring across the nodes: one rank per node, through one port each, timed with NCCL's
+    // multi-node terms (`share` of a port's bandwidth).
+    let across = |bytes: f64, share: f64| {
+        let mut port = topology.inter.clone();
+        port.bytes_per_s *= share;
+        let net = Topology {
+            intra: port.clone(),
+            inter: port,
+            ranks_per_node: 1,
+            ports_per_node: Some(1),
+            levels: Levels::Ring,
+        };
+        ring_seconds(&net, nodes, bytes)
+    };
     match topology.levels {
         Levels::Ring => unreachable!("timed above"),
         // A ring all-reduce moves 2 (g - 1) / g of the buffer through each link, a pipelined
-        // broadcast the whole buffer once: g / (2 (g - 1)) of the all-reduce.
+        // broadcast the whole buffer once: g / (2 (g - 1)) of the all-reduce (latencies
+        // included, an approximation).
         Levels::NodeBuffer => {
-            let broadcast = in_node * g as f64 / (2.0 * (g - 1) as f64);
-            in_node + ring_seconds(&net, nodes, bytes) + broadcast
+            let broadcast = if g > 1 {
+                in_node * g as f64 / (2.0 * (g - 1) as f64)
+            } else {
+                0.0
+            };
+            in_node + across(bytes, 1.0) + broadcast
         }
-        // Reduce-scatter and all-gather: half an all-reduce each. The g blocks cross the
-        // network at once, each through 1/g of the node's ports.
+        // Reduce-scatter and all-gather: an all-reduce's bytes (with one base latency where
+        // NCCL pays two). The g blocks cross the network at once, each through 1/g of the
+        // node's ports.
         Levels::NodeBlocks => {
             let share = (ports / g as f64).min(1.0);
-            let mut net = net;
-            net.inter.bytes_per_s *= share;
-            net.intra.bytes_per_s *= share;
-            in_node + ring_seconds(&net, nodes, bytes / g as f64)
+            in_node + across(bytes / g as f64, share)
         }
     }
 }

@@ -160,13 +160,39 @@ fn two_level_schedules_against_the_ring() {
         println!("{nodes} nodes of 8, 100 MB: ring {ring:.4} s, node-buffer {buffer:.4} s, node-blocks {blocks:.4} s");
         assert!(buffer > 3.0 * ring, "{nodes} nodes: {buffer} vs {ring}");
         assert!(blocks < buffer / 3.0, "{nodes} nodes: {blocks} vs {buffer}");
-        // node-buffer by hand: an in-node all-reduce, a ring over the nodes through one port,
-        // and a broadcast (8/14 of the in-node all-reduce).
+        // node-buffer by hand: an in-node all-reduce, a ring over the nodes (one rank and one
+        // port each, NCCL's multi-node ring), and a broadcast (8/14 of the in-node all-reduce).
         let in_node = all_reduce_seconds(&Topology::flat(nvl.clone()), 8, bytes);
-        let across = all_reduce_seconds(&Topology::flat(ndr.clone()), nodes, bytes);
+        let one_per_node = Topology {
+            intra: ndr.clone(),
+            inter: ndr.clone(),
+            ranks_per_node: 1,
+            ports_per_node: Some(1),
+            levels: Levels::Ring,
+        };
+        let across = all_reduce_seconds(&one_per_node, nodes, bytes);
         let want = in_node + across + in_node * 8.0 / 14.0;
         assert!((buffer - want).abs() < 1e-12, "{buffer} vs {want}");
         let one_port = t(Levels::Ring, Some(1));
         assert!(one_port > 3.0 * ring);
+    }
+    // One rank per node: nothing to sum in the node, and a finite time.
+    for levels in [Levels::NodeBuffer, Levels::NodeBlocks] {
+        let t = Topology {
+            ranks_per_node: 1,
+            ..topology(levels, None)
+        };
+        let one = Topology {
+            ranks_per_node: 1,
+            ..topology(Levels::Ring, None)
+        };
+        let (got, ring) = (
+            all_reduce_seconds(&t, 4, bytes),
+            all_reduce_seconds(&one, 4, bytes),
+        );
+        assert!(
+            got.is_finite() && (got - ring).abs() < 1e-12,
+            "{levels:?}: {got} vs {ring}"
+        );
     }
 }

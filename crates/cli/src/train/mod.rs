@@ -35,8 +35,6 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
     run_with(config, &RuntimeConfig::default(), &Stop::never())
 }
 
-/// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
-/// checkpoint ([`Summary::stopped_at`]).
 /// The mesh `config` trains on and its sequence length (GPTs), after every check that needs no
 /// data and writes nothing: the batch against the ranks, the model's memory, the precisions.
 fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
@@ -75,8 +73,9 @@ fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
     Ok((mesh, seq_len))
 }
 
-/// What `firemesh train --dry-run` prints: the world `config` would train in, after the same
-/// checks as a run, writing nothing (see [`crate::world`]).
+/// What `firemesh train --dry-run` prints: the world `config` would train in, after the checks a
+/// run makes before it reads data (devices, batch, memory, precisions), writing nothing (see
+/// [`crate::world`]).
 pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     let (mesh, _) = checked_mesh(config)?;
     let ranks = mesh.ranks();
@@ -85,14 +84,18 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
         DeviceMesh::Wgpu(d) => d.iter().map(|d| format!("{d:?}")).collect(),
         DeviceMesh::Cpu { ranks, .. } => vec!["cpu".to_string(); *ranks],
     };
+    let one_device = devices.windows(2).all(|w| w[0] == w[1]);
     let in_process = match &mesh {
-        DeviceMesh::Cuda(_) => "firemesh's CubeCL collectives on the CUDA GPUs (ring all-reduce)",
+        _ if one_device => {
+            "one device holds every rank: sums and gathers are tensor ops on it, nothing is copied"
+        }
+        DeviceMesh::Cuda(_) => {
+            "firemesh's CubeCL collectives between the GPUs (one-shot or ring, by size)"
+        }
         DeviceMesh::Wgpu(_) => {
-            "firemesh's CubeCL collectives on the wgpu clients (ring all-reduce)"
+            "firemesh's CubeCL collectives between the wgpu clients (one-shot or ring, by size)"
         }
-        DeviceMesh::Cpu { .. } => {
-            "firemesh's portable collectives in host memory (Burn tensor ops)"
-        }
+        DeviceMesh::Cpu { .. } => unreachable!("CPU ranks share the host device"),
     };
     let across = if world.is_single() {
         "none (one process)".to_string()
@@ -111,6 +114,12 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
         )
     };
     let world_ranks = world.processes * ranks;
+    if config.batch < world_ranks {
+        return Err(Error::Invalid(format!(
+            "--batch {} is smaller than the world's {world_ranks} ranks: each rank needs at least one sample",
+            config.batch
+        )));
+    }
     let per_rank = config.batch as f64 / world_ranks as f64;
     let local = world
         .local_process
@@ -134,6 +143,8 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     ))
 }
 
+/// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
+/// checkpoint ([`Summary::stopped_at`]).
 pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> Result<Summary> {
     let (mesh, seq_len) = checked_mesh(config)?;
     let data = data::open(config, seq_len.unwrap_or(0))?;

@@ -36,7 +36,7 @@ fn dry_run_prints_the_world_and_writes_nothing() {
         "ranks: 4 in this process, 4 in the world",
         "devices of this process: cpu, cpu, cpu, cpu",
         "batch: 32 samples a step, 8.0 per rank",
-        "transport in the process: firemesh's portable collectives in host memory",
+        "transport in the process: one device holds every rank",
         "transport across processes: none (one process)",
     ] {
         assert!(text.contains(says), "{says:?} not in:\n{text}");
@@ -76,15 +76,21 @@ fn dry_run_prints_the_world_and_writes_nothing() {
 fn worlds_of_several_processes_are_refused_in_one_line() {
     let cwd = scratch("world-refused");
     let before = snapshot(&cwd);
-    let train = ["train", "--mesh", "cpu", "--ranks", "2", "--steps", "1"];
+    let train = [
+        "train", "--mesh", "cpu", "--ranks", "2", "--steps", "1", "--trace", "t.json",
+    ];
     for (vars, says) in [
         (
             MPI_PROCESS_1_OF_2,
             "mpirun (OpenMPI) started 2 processes (this is process 1)",
         ),
         (
-            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")][..],
+            &[("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "4")][..],
             "srun (Slurm) started 4 processes",
+        ),
+        (
+            &[("PMI_RANK", "0"), ("PMI_SIZE", "2")][..],
+            "mpiexec (PMI: MPICH, Intel MPI) started 2 processes",
         ),
         (
             &[("RANK", "0"), ("WORLD_SIZE", "2")][..],
@@ -100,7 +106,7 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
         assert!(last.contains(says), "{vars:?}: {stderr}");
     }
     // A launcher's world of one process trains as before.
-    let one = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1")];
+    let one = [("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1")];
     let args = ["train", "--dry-run", "--mesh", "cpu", "--ranks", "2"];
     let out = cli_launched(&cwd, &args, &one);
     assert!(
