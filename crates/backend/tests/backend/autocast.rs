@@ -2,7 +2,7 @@
 //! layers and convolutions (and their backward ops) run in that precision on every rank and
 //! give f32 back; everything else, and every other thread, stays f32.
 
-use crate::common::{assert_close, lift, mesh, rand, Layout, RefAd, SAd, CPU};
+use crate::common::{assert_close, lift, mesh, rand, Layout, Ref, RefAd, SAd, CPU};
 use burn::tensor::module::{conv2d, linear};
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{DType, FloatDType, Tensor, TensorData};
@@ -283,6 +283,46 @@ fn product_results_are_held_narrow_exactly() {
                 tolerance,
                 &format!("{low:?} {what}"),
             );
+        }
+    }
+}
+
+/// Layout ops that must move a held-narrow result between ranks (a reshape across the blocks
+/// of a sharded dim, a slice over rank boundaries) move it in the low precision on rank
+/// threads, with an empty block on the last rank too, and give the values of casting back to
+/// f32 at once.
+#[test]
+fn held_narrow_results_move_between_ranks_exactly() {
+    let mesh = mesh(3);
+    assert!(mesh.parallel(), "rank threads");
+    let (x, w) = (rand([8, 5], 13), rand([5, 9], 14));
+    for layout in [Layout::Shard(0), Layout::ShardEmptyLast(0)] {
+        let armed = mesh.autocast(FloatDType::F16);
+        let xs = lift::<SAd, 2>(&x, &mesh, layout);
+        let ws = lift::<SAd, 2>(&w, &mesh, Layout::Replicated);
+        let y = xs.matmul(ws);
+        let reshaped = y.clone().reshape([9, 8]);
+        let sliced = y.clone().slice([2..7, 1..4]);
+        for (what, t, elements) in [("reshaped", &reshaped, 72), ("sliced", &sliced, 15)] {
+            let bytes: usize = held(t).iter().sum();
+            assert!(
+                bytes <= 3 * elements * 2,
+                "{layout:?} {what}: {bytes} bytes on 3 ranks, more than f16's copies"
+            );
+        }
+        let got = [reshaped.into_data(), sliced.into_data()];
+        drop(armed);
+        let product = Tensor::<Ref, 2>::from_data(x.to_data(), &CPU)
+            .cast(FloatDType::F16)
+            .matmul(Tensor::<Ref, 2>::from_data(w.to_data(), &CPU).cast(FloatDType::F16))
+            .cast(FloatDType::F32);
+        let want = [
+            product.clone().reshape([9, 8]).into_data(),
+            product.slice([2..7, 1..4]).into_data(),
+        ];
+        // Each rank's rows of the product, as on one device.
+        for (g, w) in got.into_iter().zip(want) {
+            assert_close(g, w, 1e-6, &format!("{layout:?}"));
         }
     }
 }
