@@ -13,7 +13,7 @@ mod multi;
 mod report;
 mod step;
 
-pub use report::{source_commit, BenchReport, Row, Setup};
+pub use report::{source_commit, BenchReport, Row, Setup, Variant};
 
 use crate::options::{self, at_least_one};
 use crate::train::ModelName;
@@ -72,6 +72,10 @@ pub struct BenchOptions {
     /// f32. A precision a runtime's devices lack is left out with a note [default: f32].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub precision: Vec<Precision>,
+    /// ZeRO stages of firemesh's rows, measured side by side (e.g. 0,1): 1 shards the
+    /// optimizer state over the ranks (its bytes per rank are in the report) [default: 0].
+    #[arg(long, value_delimiter = ',')]
+    pub zero: Vec<u8>,
     /// Measure firemesh only, without the peers.
     #[arg(long)]
     pub no_peers: bool,
@@ -198,6 +202,11 @@ fn check(o: &BenchOptions) -> Result<()> {
     o.image_size.map(options::image_size).transpose()?;
     o.seq_len.map(options::seq_len).transpose()?;
     firemesh::grads::bucket_bytes(o.bucket_mib)?;
+    if let Some(z) = o.zero.iter().find(|&&z| z > 1) {
+        return bad(format!(
+            "--zero {z}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
+        ));
+    }
     Ok(())
 }
 
@@ -344,6 +353,11 @@ fn measure<B: Backend>(
         precisions.push(Precision::F32);
     }
     precisions.dedup();
+    let mut zeros = options.zero.clone();
+    if zeros.is_empty() {
+        zeros.push(0);
+    }
+    zeros.dedup();
     let first_mesh = mesh(plan.ranks[0])?;
     precisions.retain(|p| match p.check::<B>(first_mesh.devices()) {
         Ok(()) => true,
@@ -363,33 +377,43 @@ fn measure<B: Backend>(
     };
     // Each setup's repeats, in the order of the report's rows; a peer that fails once is
     // left out, with a note.
-    let mut runs: Vec<(Setup, Precision, usize, Vec<Measured>)> = Vec::new();
+    let mut runs: Vec<(Variant, usize, Vec<Measured>)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
-    let mut add = |setup: Setup, precision: Precision, n: usize, m: Measured| match runs
+    let mut add = |variant: Variant, n: usize, m: Measured| match runs
         .iter_mut()
-        .find(|(s, p, k, _)| *s == setup && *p == precision && *k == n)
+        .find(|(v, k, _)| *v == variant && *k == n)
     {
         Some((.., repeats)) => repeats.push(m),
-        None => runs.push((setup, precision, n, vec![m])),
+        None => runs.push((variant, n, vec![m])),
+    };
+    let peer = |setup| Variant {
+        setup,
+        precision: Precision::F32,
+        zero: 0,
     };
     for repeat in 0..options.repeats {
         for &n in &plan.ranks {
             let mesh = mesh(n)?;
             let devices = mesh.devices().to_vec();
             let label = |setup: &str, n: usize| label(setup, n, repeat);
-            for &precision in &precisions {
-                let setup = match precision {
-                    Precision::F32 => "firemesh".to_string(),
-                    p => format!("firemesh {p}"),
+            for (&precision, &zero) in precisions
+                .iter()
+                .flat_map(|p| zeros.iter().map(move |z| (p, z)))
+            {
+                let variant = Variant {
+                    setup: Setup::Firemesh,
+                    precision,
+                    zero,
                 };
                 let m = step::sharded::<B>(
                     &mesh,
                     work,
                     precision,
+                    zero,
                     &|| memory(&devices),
-                    &label(&setup, n),
+                    &label(&variant.label(), n),
                 )?;
-                add(Setup::Firemesh, precision, n, m);
+                add(variant, n, m);
             }
             if options.no_peers {
                 continue;
@@ -397,11 +421,11 @@ fn measure<B: Backend>(
             if n == plan.ranks[0] {
                 let one = &devices[..1];
                 let m = step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
-                add(Setup::Inner, Precision::F32, 1, m);
+                add(peer(Setup::Inner), 1, m);
             }
             if n > 1 && !failed.contains(&n) {
                 match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
-                    Ok(m) => add(Setup::MultiDevice, Precision::F32, n, m),
+                    Ok(m) => add(peer(Setup::MultiDevice), n, m),
                     Err(e) => {
                         failed.push(n);
                         out.notes.push(format!("{}: {e}", label("multi-device", n)));
@@ -410,13 +434,13 @@ fn measure<B: Backend>(
             }
         }
     }
-    for (setup, precision, n, repeats) in runs {
+    for (variant, n, repeats) in runs {
         // A peer that failed in a later repeat has fewer repeats than the others: left out.
-        if setup == Setup::MultiDevice && failed.contains(&n) {
+        if variant.setup == Setup::MultiDevice && failed.contains(&n) {
             continue;
         }
         out.rows
-            .push(Row::new(plan.runtime, work, setup, precision, n, &repeats));
+            .push(Row::new(plan.runtime, work, variant, n, &repeats));
     }
     report::fill_ratios(&mut out.rows, plan.runtime, work.model);
     Ok(())

@@ -34,6 +34,33 @@ impl Setup {
     }
 }
 
+/// A setup as measured: firemesh's rows also by precision and ZeRO stage (the peers: f32,
+/// stage 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub setup: Setup,
+    pub precision: Precision,
+    pub zero: u8,
+}
+
+impl Variant {
+    /// Its name in progress lines: "firemesh", "firemesh bf16", "firemesh bf16 zero-1"….
+    pub fn label(&self) -> String {
+        let mut label = match self.setup {
+            Setup::Firemesh => "firemesh".to_string(),
+            Setup::Inner => "inner".to_string(),
+            Setup::MultiDevice => "multi-device".to_string(),
+        };
+        if self.precision != Precision::F32 {
+            label += &format!(" {}", self.precision);
+        }
+        if self.zero > 0 {
+            label += &format!(" zero-{}", self.zero);
+        }
+        label
+    }
+}
+
 /// One setup on one rank count.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -42,6 +69,8 @@ pub struct Row {
     pub setup: Setup,
     /// What firemesh's products computed in (the peers: f32).
     pub precision: Precision,
+    /// firemesh's ZeRO stage: 1 shards the optimizer state (the peers: 0).
+    pub zero: u8,
     pub ranks: usize,
     /// Images or sequences per rank and step, and their size.
     pub per_rank_batch: usize,
@@ -64,8 +93,10 @@ pub struct Row {
     pub vs_inner: Option<f64>,
     /// firemesh: throughput / throughput(MultiDevice, same N).
     pub vs_multi_device: Option<f64>,
-    /// firemesh in bf16 or f16: throughput / throughput(firemesh in f32, same N).
+    /// firemesh in bf16 or f16: throughput / throughput(firemesh in f32, same N and stage).
     pub vs_f32: Option<f64>,
+    /// firemesh with ZeRO-1: throughput / throughput(firemesh at stage 0, same N and precision).
+    pub vs_zero0: Option<f64>,
     /// How far each ratio moved between repeats: its interquartile range over its median
     /// (`None` with fewer than 3 repeats, where no spread is known).
     pub spread: Spread,
@@ -84,10 +115,14 @@ pub struct Row {
     pub early_gradient_collectives: Option<usize>,
     /// Gradient collectives per step of one sum per parameter tensor (before buckets).
     pub gradient_tensors: usize,
+    /// Gathers of the updated parameters per step (ZeRO-1).
+    pub parameter_collectives: Option<usize>,
     pub other_collectives: Option<u64>,
     pub fallbacks: Option<u64>,
     /// The most device memory a rank held at the end of the forward pass (CubeCL runtimes).
     pub peak_bytes_per_rank: Option<u64>,
+    /// The most optimizer-state bytes a rank holds (AdamW's moments; `None` for SGD).
+    pub optimizer_state_bytes_per_rank: Option<u64>,
     /// The loss of the first and the last step.
     pub loss_first: Option<f64>,
     pub loss_last: Option<f64>,
@@ -103,6 +138,7 @@ pub struct Spread {
     pub vs_inner: Option<f64>,
     pub vs_multi_device: Option<f64>,
     pub vs_f32: Option<f64>,
+    pub vs_zero0: Option<f64>,
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -137,11 +173,15 @@ impl Row {
     pub fn new(
         runtime: Runtime,
         work: &Work,
-        setup: Setup,
-        precision: Precision,
+        variant: Variant,
         ranks: usize,
         repeats: &[Measured],
     ) -> Self {
+        let Variant {
+            setup,
+            precision,
+            zero,
+        } = variant;
         let all = |f: fn(&Measured) -> &Vec<f64>| -> Vec<f64> {
             repeats.iter().flat_map(|m| f(m).iter().copied()).collect()
         };
@@ -157,6 +197,7 @@ impl Row {
             model: work.model,
             setup,
             precision,
+            zero,
             ranks,
             per_rank_batch: work.per_rank,
             image_size: (!work.model.is_gpt()).then_some(work.image_size),
@@ -177,6 +218,7 @@ impl Row {
             vs_inner: None,
             vs_multi_device: None,
             vs_f32: None,
+            vs_zero0: None,
             spread: Spread::default(),
             unsteady: false,
             comm_s,
@@ -185,11 +227,29 @@ impl Row {
             gradient_collectives: measured_comm.then_some(last.gradient_collectives),
             early_gradient_collectives: measured_comm.then_some(last.early_gradient_collectives),
             gradient_tensors: last.gradient_tensors,
+            parameter_collectives: measured_comm.then_some(last.parameter_collectives),
             other_collectives: measured_comm.then_some(last.other_collectives),
             fallbacks: measured_comm.then_some(last.fallbacks),
             peak_bytes_per_rank: first.peak_bytes_per_rank,
+            optimizer_state_bytes_per_rank: last.optimizer_state_bytes_per_rank,
             loss_first: measured_comm.then_some(first.losses.0),
             loss_last: measured_comm.then_some(first.losses.1),
+        }
+    }
+
+    /// The setup's name with what varies among firemesh's rows: "firemesh Sharded (bf16,
+    /// ZeRO-1)".
+    pub fn name(&self) -> String {
+        let mut what = Vec::new();
+        if self.precision != Precision::F32 {
+            what.push(self.precision.to_string());
+        }
+        if self.zero > 0 {
+            what.push(format!("ZeRO-{}", self.zero));
+        }
+        match what.is_empty() {
+            true => self.setup.name().to_string(),
+            false => format!("{} ({})", self.setup.name(), what.join(", ")),
         }
     }
 
@@ -208,6 +268,7 @@ impl Row {
                 self.spread.vs_multi_device,
             ),
             ("vs f32", self.vs_f32, self.spread.vs_f32),
+            ("vs ZeRO-0", self.vs_zero0, self.spread.vs_zero0),
         ]
         .into_iter()
         .filter(|(_, ratio, spread)| ratio.is_some() && !spread.is_some_and(|s| s <= UNSTEADY))
@@ -219,24 +280,25 @@ impl Row {
 /// Fills the ratios of `runtime` and `model`'s rows, from rows of the same run: each ratio is
 /// taken repeat by repeat (setups measured in turn within a repeat), then summarized.
 pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
-    let of = |rows: &[Row], setup: Setup, precision: Precision, n: usize| {
+    let of = |rows: &[Row], setup: Setup, precision: Precision, zero: u8, n: usize| {
         rows.iter()
             .find(|r| {
-                (r.runtime, r.model, r.setup, r.precision, r.ranks)
-                    == (runtime, model, setup, precision, n)
+                (r.runtime, r.model, r.setup, r.precision, r.zero, r.ranks)
+                    == (runtime, model, setup, precision, zero, n)
             })
             .map(|r| r.repeat_throughputs.clone())
     };
-    let inner = of(rows, Setup::Inner, Precision::F32, 1);
-    // For each row: firemesh at N = 1 in its precision, MultiDevice at its N, firemesh in f32
-    // at its N.
-    let peers: Vec<[Option<Vec<Option<f64>>>; 3]> = rows
+    let inner = of(rows, Setup::Inner, Precision::F32, 0, 1);
+    // For each row: firemesh at N = 1 in its precision and stage, MultiDevice at its N,
+    // firemesh in f32 at its N and stage, firemesh at stage 0 at its N and precision.
+    let peers: Vec<[Option<Vec<Option<f64>>>; 4]> = rows
         .iter()
         .map(|r| {
             [
-                of(rows, Setup::Firemesh, r.precision, 1),
-                of(rows, Setup::MultiDevice, Precision::F32, r.ranks),
-                of(rows, Setup::Firemesh, Precision::F32, r.ranks),
+                of(rows, Setup::Firemesh, r.precision, r.zero, 1),
+                of(rows, Setup::MultiDevice, Precision::F32, 0, r.ranks),
+                of(rows, Setup::Firemesh, Precision::F32, r.zero, r.ranks),
+                of(rows, Setup::Firemesh, r.precision, 0, r.ranks),
             ]
         })
         .collect();
@@ -252,7 +314,7 @@ pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
         };
         summarize(&per)
     };
-    for (r, [one, multi, f32_run]) in rows.iter_mut().zip(peers) {
+    for (r, [one, multi, f32_run, zero0]) in rows.iter_mut().zip(peers) {
         if r.runtime != runtime || r.model != model {
             continue;
         }
@@ -265,6 +327,9 @@ pub fn fill_ratios(rows: &mut [Row], runtime: Runtime, model: ModelName) {
                 ratio(&r.repeat_throughputs, &multi, 1.0);
             if r.precision != Precision::F32 {
                 (r.vs_f32, r.spread.vs_f32) = ratio(&r.repeat_throughputs, &f32_run, 1.0);
+            }
+            if r.zero != 0 {
+                (r.vs_zero0, r.spread.vs_zero0) = ratio(&r.repeat_throughputs, &zero0, 1.0);
             }
         }
         r.unsteady = !r.unsteady_ratios().is_empty();
@@ -409,6 +474,11 @@ impl BenchReport {
             v.map_or("–".into(), |v| format!("{v:.2}×{}", spread(s)))
         };
         let opt = |v: Option<u64>| v.map_or("–".into(), |v| v.to_string());
+        let mib = |v: Option<u64>, places: usize| {
+            v.map_or("–".into(), |b| {
+                format!("{:.places$}", b as f64 / 1048576.0)
+            })
+        };
         for (runtime, model) in groups {
             let rows: Vec<&Row> = self
                 .rows
@@ -418,8 +488,8 @@ impl BenchReport {
             let _ = writeln!(
                 md,
                 "## {model} on {:?} ({} per rank, {})\n\n\
-                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | vs f32 | comm share (hidden) | collectives/step: buckets [early] (one per tensor) + other | fallbacks | peak MiB/rank |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|",
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | vs f32 | vs ZeRO-0 | comm share (hidden) | collectives/step: buckets [early] (one per tensor) [+ parameter gathers] + other | fallbacks | peak MiB/rank | optimizer state MiB/rank |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
                 runtime,
                 rows[0].per_rank_batch,
                 match (rows[0].image_size, rows[0].seq_len) {
@@ -435,18 +505,18 @@ impl BenchReport {
                     r.early_gradient_collectives,
                     r.other_collectives,
                 ) {
-                    (Some(g), Some(e), Some(o)) => {
-                        format!("{g} [{e}] ({}) + {o}", r.gradient_tensors)
-                    }
+                    (Some(g), Some(e), Some(o)) => match r.parameter_collectives {
+                        Some(p) if p > 0 => {
+                            format!("{g} [{e}] ({}) + {p} gather(s) + {o}", r.gradient_tensors)
+                        }
+                        _ => format!("{g} [{e}] ({}) + {o}", r.gradient_tensors),
+                    },
                     _ => "–".into(),
                 };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {collectives} | {} | {} |",
-                    match r.precision {
-                        Precision::F32 => r.setup.name().to_string(),
-                        p => format!("{} ({p})", r.setup.name()),
-                    },
+                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {collectives} | {} | {} | {} |",
+                    r.name(),
                     r.ranks,
                     r.step_s * 1e3,
                     r.throughput,
@@ -454,13 +524,14 @@ impl BenchReport {
                     ratio(r.vs_inner, r.spread.vs_inner),
                     ratio(r.vs_multi_device, r.spread.vs_multi_device),
                     ratio(r.vs_f32, r.spread.vs_f32),
+                    ratio(r.vs_zero0, r.spread.vs_zero0),
                     match r.hidden_comm_share {
                         Some(h) => format!("{} ({})", pct(r.comm_share), pct(Some(h))),
                         None => pct(r.comm_share),
                     },
                     opt(r.fallbacks),
-                    r.peak_bytes_per_rank
-                        .map_or("–".into(), |b| format!("{:.1}", b as f64 / 1048576.0)),
+                    mib(r.peak_bytes_per_rank, 1),
+                    mib(r.optimizer_state_bytes_per_rank, 3),
                 );
             }
             md.push('\n');
@@ -485,13 +556,7 @@ impl BenchReport {
             .iter()
             .filter(|r| r.unsteady)
             .map(|r| {
-                let what = format!(
-                    "{} on {:?}, {} N={}",
-                    r.model,
-                    r.runtime,
-                    r.setup.name(),
-                    r.ranks
-                );
+                let what = format!("{} on {:?}, {} N={}", r.model, r.runtime, r.name(), r.ranks);
                 format!("{what}: {}", r.unsteady_ratios().join(", "))
             })
             .collect();
@@ -524,11 +589,14 @@ impl BenchReport {
             let Some(e) = r.scaling_efficiency else {
                 continue;
             };
-            let name = match r.precision {
-                Precision::F32 => format!("{} on {:?}", r.model, r.runtime),
-                p => format!("{} on {:?} in {p}", r.model, r.runtime),
+            let mut name = format!("{} on {:?}", r.model, r.runtime);
+            if r.precision != Precision::F32 {
+                name += &format!(" in {}", r.precision);
             }
-            .to_lowercase();
+            if r.zero > 0 {
+                name += &format!(", ZeRO-{}", r.zero);
+            }
+            let name = name.to_lowercase();
             match series.iter_mut().find(|s| s.name == name) {
                 Some(s) => s.points.push((r.ranks as f64, 100.0 * e)),
                 None => series.push(Series {

@@ -126,6 +126,8 @@ pub struct Measured {
     pub early_gradient_collectives: usize,
     /// Parameter tensors: the collectives per step of one sum per gradient.
     pub gradient_tensors: usize,
+    /// Gathers of the updated parameters per step (ZeRO-1's buckets).
+    pub parameter_collectives: usize,
     /// Other sums and gathers across ranks per step (BatchNorm statistics of a sharded batch,
     /// the loss read back).
     pub other_collectives: u64,
@@ -136,14 +138,18 @@ pub struct Measured {
     pub peak_bytes_per_rank: Option<u64>,
     /// The loss of the first and of the last step.
     pub losses: (f64, f64),
+    /// The most optimizer-state bytes any rank holds after the steps (AdamW's moments; `None`
+    /// for SGD, whose momentum Burn keeps private, and for the peers).
+    pub optimizer_state_bytes_per_rank: Option<u64>,
 }
 
 /// `work` through `Autodiff<Sharded<B>>` on `mesh`, its batch sharded over the ranks, its
-/// products in `precision`.
+/// products in `precision`, its optimizer state sharded as ZeRO stage `zero` says.
 pub fn sharded<B: Backend>(
     mesh: &Mesh<B::Device>,
     work: &Work,
     precision: Precision,
+    zero: u8,
     memory: &dyn Fn() -> Option<u64>,
     label: &str,
 ) -> Result<Measured> {
@@ -158,9 +164,13 @@ pub fn sharded<B: Backend>(
     });
     let batch = || on_mesh::<B>(mesh, &parts);
     // As `firemesh train` does: buckets summed as the backward pass fills them.
-    let trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes)
-        .with_precision(precision)?;
-    timed_steps::<Ad<B>>(mesh, trainer, batch, memory, work, label)
+    let mut trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes)
+        .with_precision(precision)?
+        .with_zero(zero)?;
+    let mut m = timed_steps::<Ad<B>>(mesh, &mut trainer, batch, memory, work, label)?;
+    let state = firemesh::zero::state_bytes_per_rank(trainer.optimizer(), trainer.model());
+    m.optimizer_state_bytes_per_rank = state.and_then(|s| s.into_iter().max()).map(|b| b as u64);
+    Ok(m)
 }
 
 /// `work`'s per-rank batch through `Autodiff<B>` on one device: the inner backend alone. It runs
@@ -176,8 +186,8 @@ pub fn inner<B: Backend>(
         Autodiff::<B>::seed(device, 7);
         let net = work.net.init::<Autodiff<B>>(device)?;
         let batch = || Ok(work.batch::<Autodiff<B>>(0, device));
-        let trainer = Trainer::single_device(net, work.optimizer(), device);
-        timed_steps::<Autodiff<B>>(device, trainer, batch, memory, work, label)
+        let mut trainer = Trainer::single_device(net, work.optimizer(), device);
+        timed_steps::<Autodiff<B>>(device, &mut trainer, batch, memory, work, label)
     })
 }
 
@@ -213,7 +223,7 @@ fn on_mesh<B: Backend>(
 /// rank of a mesh) finished it; progress on stderr.
 fn timed_steps<A: AutodiffBackend>(
     device: &A::Device,
-    mut trainer: Trainer<A, Net<A>, AnyOptimizer<Net<A>, A>>,
+    trainer: &mut Trainer<A, Net<A>, AnyOptimizer<Net<A>, A>>,
     batch: impl Fn() -> Result<Batch<A>>,
     memory: &dyn Fn() -> Option<u64>,
     work: &Work,
@@ -249,6 +259,7 @@ fn timed_steps<A: AutodiffBackend>(
         m.losses.1 = loss;
         m.gradient_collectives = report.gradient_collectives;
         m.early_gradient_collectives = report.early_gradient_collectives;
+        m.parameter_collectives = report.parameter_collectives;
         m.other_collectives = report.other_collectives();
         m.fallbacks = counts.total_fallbacks();
         if i >= work.warmup {

@@ -287,6 +287,59 @@ fn precisions_are_measured_side_by_side() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--zero 0,1` measures firemesh with and without a sharded optimizer state, side by side:
+/// the tiny GPT's AdamW state per rank halves on 2 ranks (within a few blocks' rounding), is
+/// whole on 1, and each ZeRO-1 row has its throughput against stage 0's at the same N.
+#[test]
+fn zero_stages_are_measured_side_by_side() {
+    let dir = scratch("bench-zero");
+    let args = "bench --runtimes cpu --models gpt-tiny --ranks 1,2 --batch-per-rank 2 \
+                --seq-len 8 --steps 1 --repeats 3 --zero 0,1 --no-peers --out out";
+    let out = cli(&dir, &args.split_whitespace().collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cpu gpt-tiny firemesh zero-1 n=2 (repeat 3/3)"),
+        "{stderr}"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/bench.json")).unwrap())
+            .unwrap();
+    let ours = rows(&json, "gpt-tiny", "firemesh");
+    let of = |z: u64| -> Vec<&Value> {
+        ours.iter()
+            .copied()
+            .filter(|r| r["zero"].as_u64() == Some(z))
+            .collect()
+    };
+    let (stage0, stage1) = (of(0), of(1));
+    assert_eq!((stage0.len(), stage1.len()), (2, 2), "{json}");
+    let state = |r: &Value| u(r, "optimizer_state_bytes_per_rank");
+    for (sharded, whole) in stage1.iter().zip(&stage0) {
+        assert_eq!(sharded["ranks"], whole["ranks"]);
+        assert!(whole["vs_zero0"].is_null(), "{whole}");
+        let per = per_repeat(&repeats(sharded), &repeats(whole), 1.0);
+        assert_ratio(sharded, "vs_zero0", &per);
+        let n = u(whole, "ranks");
+        let (got, full) = (state(sharded), state(whole));
+        // Each parameter's rows are cut in N blocks: a rank holds at most one row more
+        // of each.
+        assert!(
+            got * n <= full + full / 10,
+            "N={n}: {got} of {full} bytes per rank"
+        );
+        if n == 1 {
+            assert_eq!(got, full, "one rank holds it all");
+        }
+    }
+    let md = std::fs::read_to_string(dir.join("out/bench.md")).unwrap();
+    assert!(
+        md.contains("| firemesh Sharded (ZeRO-1) | 2 |") && md.contains("| vs ZeRO-0 |"),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_bench_input_is_one_line_and_a_failure() {
     let dir = scratch("bench-bad");
@@ -295,6 +348,10 @@ fn bad_bench_input_is_one_line_and_a_failure() {
         (&["bench", "--steps", "0"][..], "--steps"),
         (&["bench", "--repeats", "0"][..], "--repeats"),
         (&["bench", "--bucket-mib", "0"][..], "--bucket-mib"),
+        (
+            &["bench", "--zero", "0,2"][..],
+            "--zero 2: ZeRO stages 0 and 1",
+        ),
         (
             &[
                 "bench",
