@@ -43,7 +43,7 @@ pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
             stats::redistribution(Redistribution::PartialToReplicated);
             let sums = route::sum::<B, K>(parts, &mesh, To::EveryRank);
             if let Some(shared) = for_clones {
-                let _ = shared.set(sums.clone());
+                let _ = shared.set((sums.clone(), Placement::Replicated));
             }
             sums
         }

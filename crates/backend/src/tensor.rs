@@ -25,10 +25,11 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     held_narrow: bool,
 }
 
-/// The sum of a `Partial` value, one part per rank, for every clone of it. Burn's BatchNorm
+/// The sum of a `Partial` value, one part per rank and its placement (`Replicated`, or
+/// `Shard(0)` where it was reduce-scattered: ZeRO-1's early buckets), for every clone of it. Burn's BatchNorm
 /// uses its batch mean twice (to centre the input for the variance, and in the output), so
 /// without it each statistic was summed across the ranks once per use.
-type SharedSum<P> = Arc<OnceLock<Vec<P>>>;
+type SharedSum<P> = Arc<OnceLock<(Vec<P>, Placement)>>;
 
 /// A tensor taken apart: its parts (possibly still being computed on rank threads), its
 /// placement and its mesh.
@@ -92,7 +93,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     }
 
     /// A `Partial` tensor whose sum a clone of it has already computed, as that sum
-    /// (`Replicated`); every other tensor as it is.
+    /// (`Replicated`, or `Shard(0)` where it was reduce-scattered); every other tensor as it is.
     pub(crate) fn with_known_sum(mut self) -> Self {
         self.use_known_sum();
         self
@@ -100,12 +101,12 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// As [`ShardedTensor::with_known_sum`], in place: nothing moves unless a sum is known.
     pub(crate) fn use_known_sum(&mut self) {
-        let Some(parts) = self.sum.get().and_then(|s| s.get()) else {
+        let Some((parts, placement)) = self.sum.get().and_then(|s| s.get()) else {
             return;
         };
         if self.placement() == Placement::Partial {
             crate::stats::sum_reused();
-            *self = Self::new(parts.clone(), Placement::Replicated, self.mesh.clone());
+            *self = Self::new(parts.clone(), *placement, self.mesh.clone());
         }
     }
 

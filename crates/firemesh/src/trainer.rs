@@ -156,9 +156,7 @@ where
         let wire = wire.dtype();
         if let Some(sums) = &mut self.sums {
             sums.wire = Some(wire);
-            if sums.early.is_some() {
-                sums.early = Some(EarlyBuckets::on_wire(sums.bucket_bytes, Some(wire)));
-            }
+            sums.remake_early();
         }
         Ok(self)
     }
@@ -178,14 +176,13 @@ where
             }
         };
         if let Some(sums) = &mut self.sums {
-            // ZeRO-1 reduce-scatters at the step: no early buckets (they all-reduce).
-            if gather.is_some() {
-                sums.reduce = crate::zero::reduce_scatter_gradients::<B, M>;
-                sums.early = None;
-            } else {
-                sums.reduce = reduce_gradients_on_wire::<B, M>;
-            }
+            sums.reduce = match gather {
+                Some(_) => crate::zero::reduce_scatter_gradients::<B, M>,
+                None => reduce_gradients_on_wire::<B, M>,
+            };
             sums.gather = gather;
+            // ZeRO-1's early buckets reduce-scatter.
+            sums.remake_early();
         }
         Ok(self)
     }
@@ -196,6 +193,20 @@ where
             sums.early = None;
         }
         self
+    }
+}
+
+impl<A: AutodiffBackend, M> Sums<A, M> {
+    /// The early buckets (where they are on) made again for the wire and the ZeRO stage:
+    /// summed whole, or reduce-scattered under ZeRO-1.
+    fn remake_early(&mut self) {
+        if self.early.is_none() {
+            return;
+        }
+        self.early = Some(match self.gather {
+            Some(_) => EarlyBuckets::scattering(self.bucket_bytes, self.wire),
+            None => EarlyBuckets::on_wire(self.bucket_bytes, self.wire),
+        });
     }
 }
 

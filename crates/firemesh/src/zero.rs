@@ -2,7 +2,9 @@
 //!
 //! The gradients are reduce-scattered in buckets: each rank receives the sum of its `Shard(0)`
 //! block of every gradient (the rows it will update), half the bytes of an all-reduce; a
-//! gradient with fewer rows than ranks is summed whole and sliced. Burn's optimizer then meets a
+//! gradient with fewer rows than ranks is summed whole and sliced. With early buckets (the
+//! `Trainer`'s default) a full bucket is reduce-scattered during the backward pass
+//! (`EarlyBuckets::scattering`), the rest at the step. Burn's optimizer then meets a
 //! `Replicated`
 //! parameter and a `Shard(0)` gradient; the element-wise placement rule slices the parameter
 //! to the same block, so the update computes 1/N of each parameter and every state tensor it
@@ -28,7 +30,8 @@ type Ad<B> = Autodiff<Sharded<B>>;
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks into `Shard(0)` blocks, in
 /// buckets of `bucket_bytes` reduce-scattered (in `wire` if given), after closing the `early`
-/// buckets (ZeRO-1 sums none early); then slices what is left whole (`Replicated`) to
+/// buckets (ZeRO-1's reduce-scatter theirs during the backward pass, and the gradients they
+/// hold are taken as their blocks); then slices what is left whole (`Replicated`) to
 /// `Shard(0)`. Returns the collectives: the signature of [`crate::grads::reduce_gradients_on_wire`].
 pub fn reduce_scatter_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,

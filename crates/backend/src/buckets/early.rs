@@ -63,6 +63,9 @@ struct Session {
     bucket_bytes: usize,
     /// The dtype f32 buckets are summed in (`None`: f32).
     wire: Option<FloatDType>,
+    /// Reduce-scatter the buckets into `Shard(0)` blocks instead of summing them whole
+    /// (ZeRO-1, [`EarlyBuckets::scattering`]).
+    scatter: bool,
     /// The open bucket (an `Open<B>`).
     open: Mutex<Option<Box<dyn Any + Send>>>,
     /// Buckets summed since the last [`EarlyBuckets::close`].
@@ -80,10 +83,23 @@ impl EarlyBuckets {
     /// Buckets of `bucket_bytes` (of f32) summed in `wire` (bf16 halves the bytes on the wire;
     /// `None`: in the gradients' dtype), as [`super::sum_in_buckets_on_wire`] does.
     pub fn on_wire(bucket_bytes: usize, wire: Option<FloatDType>) -> Self {
+        Self::made(bucket_bytes, wire, false)
+    }
+
+    /// As [`EarlyBuckets::on_wire`], each bucket reduce-scattered: a gradient's sum is left
+    /// for it as `Shard(0)` blocks (rank r holds its even share of rows), as
+    /// [`super::reduce_scatter_in_buckets`] makes them; one with fewer rows than ranks is summed
+    /// whole. ZeRO-1's buckets, summed during the backward pass.
+    pub fn scattering(bucket_bytes: usize, wire: Option<FloatDType>) -> Self {
+        Self::made(bucket_bytes, wire, true)
+    }
+
+    fn made(bucket_bytes: usize, wire: Option<FloatDType>, scatter: bool) -> Self {
         Self {
             session: Arc::new(Session {
                 bucket_bytes: bucket_bytes.max(1),
                 wire,
+                scatter,
                 open: Mutex::new(None),
                 summed: AtomicUsize::new(0),
                 in_flight: Mutex::new(Vec::new()),
@@ -214,13 +230,17 @@ fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
     }
     stats::early_bucket();
     session.summed.fetch_add(1, Ordering::Relaxed);
-    let wire = session.wire;
+    let (wire, scatter) = (session.wire, session.scatter);
     let job = move || {
         let _span = tracing::debug_span!(target: "firemesh::comm", "early bucket").entered();
-        let (summed, _) = sum_run(tensors, usize::MAX, wire);
+        let (summed, _) = match scatter {
+            true => super::scatter::scatter_run(tensors, wire),
+            false => sum_run(tensors, usize::MAX, wire),
+        };
         for (sum, t) in sums.into_iter().zip(summed) {
             // A clone summed meanwhile holds the same values.
-            let _ = sum.set(t.into_parts());
+            let placement = t.placement();
+            let _ = sum.set((t.into_parts(), placement));
         }
     };
     let done = on_comm_thread(job);

@@ -22,6 +22,15 @@ pub fn reduce_scatter_in_buckets<B: Backend>(
     crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes, wire))
 }
 
+/// One early bucket of `Partial` tensors reduce-scattered as one (ZeRO-1's early buckets), the
+/// tensors with fewer rows than ranks summed whole.
+pub(super) fn scatter_run<B: Backend>(
+    tensors: Vec<F<B>>,
+    wire: Option<FloatDType>,
+) -> (Vec<F<B>>, usize) {
+    in_buckets(tensors, usize::MAX, wire)
+}
+
 fn in_buckets<B: Backend>(
     tensors: Vec<F<B>>,
     bucket_bytes: usize,

@@ -255,7 +255,8 @@ fn empty_blocks_cut_from_flipped_and_permuted_tensors() {
     fn flip_then_permute<B: Backend>(t: Tensor<B, 2>) -> Tensor<B, 2> {
         t.flip([1]).permute([1, 0]).flip([1])
     }
-    let variants: [(Variant, fn(Tensor<S, 2>) -> Tensor<S, 2>); 3] = [
+    type OnMesh = fn(Tensor<S, 2>) -> Tensor<S, 2>;
+    let variants: [(Variant, OnMesh); 3] = [
         (("flipped rows", flip_rows::<Ref>), flip_rows::<S>),
         (("flipped both ways", flip_both::<Ref>), flip_both::<S>),
         (

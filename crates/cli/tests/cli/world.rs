@@ -2,6 +2,9 @@
 //! `--dry-run`, refused by a run while firemesh trains in one process, and nothing written.
 
 use crate::common::{cli_launched, scratch, snapshot};
+use firemesh_cli::world::{Launcher, World};
+use firemesh_cli::Result;
+use std::collections::HashMap;
 
 const MPI_PROCESS_1_OF_2: &[(&str, &str)] = &[
     ("OMPI_COMM_WORLD_RANK", "1"),
@@ -117,4 +120,118 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("launcher: srun (Slurm)"));
     assert!(snapshot(&cwd) == before, "a refused run wrote files");
     std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+/// The world the variables `vars` describe.
+fn world(vars: &[(&str, &str)]) -> Result<World> {
+    let vars: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    World::from_env(|k| vars.get(k).cloned())
+}
+
+#[test]
+fn launchers_are_read_from_their_variables() {
+    assert_eq!(world(&[]).unwrap(), World::single());
+    let mpi = world(&[
+        ("OMPI_COMM_WORLD_RANK", "1"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (mpi.launcher, mpi.process, mpi.processes, mpi.local_process),
+        (Launcher::OpenMpi, 1, 2, Some(1))
+    );
+    let slurm = world(&[("SLURM_PROCID", "3"), ("SLURM_STEP_NUM_TASKS", "4")]).unwrap();
+    assert_eq!((slurm.launcher, slurm.process), (Launcher::Slurm, 3));
+    assert_eq!(slurm.local_process, None);
+    // A batch script run without srun: one process of a job of several tasks.
+    let batch = world(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")]).unwrap();
+    assert_eq!(batch, World::single());
+    // srun starting torchrun: torchrun's processes inherit the step's one task.
+    let inner = world(&[
+        ("SLURM_PROCID", "0"),
+        ("SLURM_STEP_NUM_TASKS", "1"),
+        ("RANK", "5"),
+        ("WORLD_SIZE", "8"),
+        ("MASTER_ADDR", "node1"),
+        ("MASTER_PORT", "29500"),
+    ])
+    .unwrap();
+    assert_eq!((inner.launcher, inner.processes), (Launcher::Torchrun, 8));
+    let pmi = world(&[("PMI_RANK", "1"), ("PMI_SIZE", "3")]).unwrap();
+    assert_eq!(
+        (pmi.launcher, pmi.process, pmi.processes),
+        (Launcher::Pmi, 1, 3)
+    );
+    let torch = world(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "0"),
+        ("MASTER_ADDR", "10.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ])
+    .unwrap();
+    assert_eq!(torch.bootstrap.as_deref(), Some("10.0.0.1:29500"));
+    assert!(torch
+        .check_single()
+        .unwrap_err()
+        .to_string()
+        .contains("8 processes"));
+    // mpirun's variables win over torchrun-style ones left in the environment.
+    let both = world(&[
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "1"),
+        ("RANK", "3"),
+        ("WORLD_SIZE", "4"),
+    ])
+    .unwrap();
+    assert_eq!((both.launcher, both.processes), (Launcher::OpenMpi, 1));
+    assert!(both.check_single().is_ok());
+}
+
+#[test]
+fn worlds_that_cannot_be_are_named() {
+    for (vars, says) in [
+        (
+            &[("RANK", "2"), ("WORLD_SIZE", "2")][..],
+            "RANK=2 and WORLD_SIZE=2",
+        ),
+        (
+            &[("SLURM_PROCID", "x"), ("SLURM_NTASKS", "2")][..],
+            "SLURM_PROCID=\"x\"",
+        ),
+        (
+            &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "0")][..],
+            "not a process",
+        ),
+        (
+            &[("RANK", "0"), ("WORLD_SIZE", "2")][..],
+            "MASTER_ADDR and MASTER_PORT",
+        ),
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "h"),
+                ("MASTER_PORT", "p"),
+            ][..],
+            "MASTER_PORT=\"p\": not a TCP port",
+        ),
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "h"),
+                ("MASTER_PORT", "70000"),
+            ][..],
+            "not a TCP port",
+        ),
+    ] {
+        let err = world(vars).unwrap_err().to_string();
+        assert!(err.contains(says), "{vars:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
 }

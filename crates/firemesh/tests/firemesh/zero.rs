@@ -45,17 +45,36 @@ fn step(t: &mut Trainer<Ad, ResNet<Ad>, Adam>, mesh: &Mesh<FlexDevice>, i: usize
 /// Over 20 AdamW steps on 3 ranks, in f32 and in bf16, ZeRO-1 gives the losses and the final
 /// parameters of the replicated optimizer (within 1e-6), with no fallback; each rank holds at
 /// most a third of AdamW's state plus one bucket, and the parameters are gathered in fewer
-/// collectives than there are parameters.
+/// collectives than there are parameters. Most gradient buckets are reduce-scattered during the
+/// backward pass (early), as the replicated optimizer's are summed; the test is run again
+/// without early buckets, where all are reduce-scattered at the step.
 #[test]
 fn zero1_trains_as_the_replicated_optimizer_with_a_third_of_the_state() {
     let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
     let (_, model) = same_model(&ResNetConfig::tiny(10), &mesh);
     let tensors = burn::module::list_param_ids(&model).len();
-    for precision in [Precision::F32, Precision::Bf16] {
+    let runs = [
+        (Precision::F32, true),
+        (Precision::Bf16, true),
+        (Precision::F32, false),
+    ];
+    for (precision, early) in runs {
         let mut full = trainer(model.clone(), &mesh, 0, precision);
         let mut sharded = trainer(model.clone(), &mesh, 1, precision);
+        if !early {
+            sharded = sharded.without_early_buckets();
+        }
         for i in 0..STEPS {
             let (want, got) = (step(&mut full, &mesh, i), step(&mut sharded, &mesh, i));
+            let early_ones = got.early_gradient_collectives;
+            match early {
+                true => assert!(
+                    early_ones > 0 && early_ones == want.early_gradient_collectives,
+                    "{precision} step {i}: {early_ones} early reduce-scatters, {} early sums",
+                    want.early_gradient_collectives
+                ),
+                false => assert_eq!(early_ones, 0),
+            }
             assert!(
                 (got.loss - want.loss).abs() <= 1e-6 * want.loss,
                 "{precision} step {i}: {} vs {}",
@@ -74,7 +93,10 @@ fn zero1_trains_as_the_replicated_optimizer_with_a_third_of_the_state() {
             &crate::step::params(sharded.model()),
             &crate::step::params(full.model()),
         );
-        assert!(worst <= 1e-6, "{precision}: parameters {worst} apart");
+        assert!(
+            worst <= 1e-6,
+            "{precision} (early {early}): parameters {worst} apart"
+        );
         let whole = state_bytes_per_rank(full.optimizer(), full.model()).unwrap();
         let per_rank = state_bytes_per_rank(sharded.optimizer(), sharded.model()).unwrap();
         println!(
