@@ -57,6 +57,8 @@ pub(crate) fn to_shard<B: Backend, K: Kind<B>>(
     dim: usize,
     sizes: Option<&[usize]>,
 ) -> T<B, K> {
+    // A `Partial` tensor whose clone was reduce-scattered already holds its blocks.
+    let t = t.with_known_sum();
     if t.placement() == Placement::Shard(dim)
         && sizes.is_none_or(|s| t.shard_sizes().as_deref() == Some(s))
     {

@@ -56,8 +56,11 @@ pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     impl<B: Backend> ModuleVisitor<Ad<B>> for Slice<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
             if let Some(g) = self.0.remove::<Sharded<B>, D>(param.id) {
+                // Shard(0) only: a gradient that came through an early bucket's blocks and a
+                // later op (a transpose of a tied weight) may be sharded along another dim, and
+                // `gather_parameters` gathers Shard(0) parameters.
                 let g = match placement(&g) {
-                    Placement::Shard(_) => g,
+                    Placement::Shard(0) => g,
                     _ => redistribute(g, Placement::Shard(0)),
                 };
                 self.0.register::<Sharded<B>, D>(param.id, g);

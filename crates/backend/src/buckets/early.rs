@@ -6,7 +6,9 @@
 //! thread armed on its mesh, and a bucket is summed as soon as it holds `bucket_bytes`, while
 //! the rest of the backward pass is still to be issued. The gradient keeps its `Partial`
 //! placement and carries the sum (as clones of a `Partial` tensor do), so the optimizer's
-//! [`super::sum_in_buckets`] finds it summed.
+//! [`super::sum_in_buckets`] finds it summed. ZeRO-1's buckets
+//! ([`EarlyBuckets::scattering`]) are reduce-scattered instead, and the gradient carries its
+//! sum as `Shard(0)` blocks, which [`super::reduce_scatter_in_buckets`] takes as they are.
 //!
 //! Where the sum runs: on a communication thread, beside the rest of the backward pass;
 //! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
@@ -19,7 +21,9 @@
 //! Not `embedding_backward`: a GPT's token embedding is tied to its output head, so that
 //! gradient is one addend of the parameter's (summing it would be wasted), and an embedding's
 //! gradient comes last in the backward pass anyway. A parameter used twice (a shared layer)
-//! wastes in the same way: each use's gradient is summed on its own.
+//! wastes in the same way: each use's gradient is summed on its own. Under ZeRO-1 the second
+//! use's gradient may meet the first's `Shard(0)` sum when autodiff adds them; it is then summed
+//! on the calling thread and sliced, whichever finishes first (the values are the same).
 
 use super::{same_stream, sum_run, F};
 use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
@@ -89,7 +93,9 @@ impl EarlyBuckets {
     /// As [`EarlyBuckets::on_wire`], each bucket reduce-scattered: a gradient's sum is left
     /// for it as `Shard(0)` blocks (rank r holds its even share of rows), as
     /// [`super::reduce_scatter_in_buckets`] makes them; one with fewer rows than ranks is summed
-    /// whole. ZeRO-1's buckets, summed during the backward pass.
+    /// whole. ZeRO-1's buckets, summed during the backward pass: for an optimizer step that
+    /// updates `Shard(0)` blocks and gathers the parameters after it (`firemesh::zero`), not
+    /// for one that expects whole sums.
     pub fn scattering(bucket_bytes: usize, wire: Option<FloatDType>) -> Self {
         Self::made(bucket_bytes, wire, true)
     }
@@ -220,7 +226,7 @@ pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
 /// Sums one early bucket, here or on the communication thread, and leaves each tensor's sum
 /// where its clones find it. Tensors that nothing else holds any more (intermediate addends of
 /// a gradient) are left out.
-fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
+fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
     let (sums, tensors): (Vec<_>, Vec<F<B>>) = bucket
         .into_iter()
         .filter_map(|t| t.sum_for_clones().map(|s| (s, t)))
@@ -231,14 +237,19 @@ fn sum_early<B: Backend>(session: &Session, bucket: Vec<F<B>>) {
     stats::early_bucket();
     session.summed.fetch_add(1, Ordering::Relaxed);
     let (wire, scatter) = (session.wire, session.scatter);
+    let counted = session.clone();
     let job = move || {
         let _span = tracing::debug_span!(target: "firemesh::comm", "early bucket").entered();
-        let (summed, _) = match scatter {
+        let (summed, collectives) = match scatter {
             true => super::scatter::scatter_run(tensors, wire),
             false => sum_run(tensors, usize::MAX, wire),
         };
+        // A scattered bucket's tensors with fewer rows than ranks take a sum of their own.
+        let more = collectives.saturating_sub(1);
+        counted.summed.fetch_add(more, Ordering::Relaxed);
         for (sum, t) in sums.into_iter().zip(summed) {
-            // A clone summed meanwhile holds the same values.
+            // A clone summed meanwhile holds the same sum (up to the wire's rounding), whole
+            // where this one is scattered: either serves.
             let placement = t.placement();
             let _ = sum.set((t.into_parts(), placement));
         }

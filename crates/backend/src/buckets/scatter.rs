@@ -39,7 +39,10 @@ fn in_buckets<B: Backend>(
     // A gradient whose clone was summed already is that sum.
     let tensors = tensors.into_iter().map(|t| t.with_known_sum()).collect();
     let partial = |t: &F<B>| t.placement() == Placement::Partial;
-    let long = |t: &F<B>| partial(t) && t.shape().num_dims() > 0 && t.shape()[0] >= t.mesh.len();
+    let long = |t: &F<B>| {
+        let shape = t.shape();
+        partial(t) && shape.num_dims() > 0 && shape[0] >= t.mesh.len() && shape.num_elements() > 0
+    };
     let scatter = |bucket| scatter_bucket(bucket, wire);
     let (out, mut collectives) = super::in_whole_buckets(tensors, bucket_bytes, long, scatter);
     // What is still `Partial` has fewer rows than ranks: summed whole.

@@ -98,3 +98,41 @@ fn buckets_dropped_on_another_thread_are_disarmed_where_they_were_armed() {
     backward(&mesh);
     assert_eq!(buckets.close(), 0, "disarmed for this thread");
 }
+
+/// ZeRO-1's early buckets (`EarlyBuckets::scattering`): a bucket that fills only with both of a
+/// linear layer's gradients (32 bytes: the weight's 3 rows for 3 ranks, 24 bytes, and the
+/// bias's 2 rows, 8 bytes) is reduce-scattered, the short bias summed whole: two collectives,
+/// both counted. Each gradient carries its sum (the weight's as `Shard(0)` blocks, taken as
+/// they are), with the values of the same backward pass unarmed.
+#[test]
+fn scattering_buckets_count_every_collective_and_keep_the_sums() {
+    use burn::tensor::module::linear;
+    use firemesh_backend::{placement, redistribute, Placement};
+    // A mesh of 3 ranks that no other test arms.
+    let mesh = Mesh::replicate(Dev::default(), 3).expect("mesh");
+    let (x, w, b) = (rand([12, 3], 4), rand([3, 2], 5), rand([2], 6));
+    let grads = |early: Option<&EarlyBuckets>| {
+        let _armed = early.map(|e| e.arm(&mesh));
+        let w = Tensor::<SAd, 2>::from_data(w.to_data(), &mesh).require_grad();
+        let b = Tensor::<SAd, 1>::from_data(b.to_data(), &mesh).require_grad();
+        let x = shard(Tensor::<SAd, 2>::from_data(x.to_data(), &mesh), 0).expect("12 rows");
+        let g = linear(x, w.clone(), Some(b.clone()))
+            .tanh()
+            .sum()
+            .backward();
+        (w.grad(&g).unwrap(), b.grad(&g).unwrap())
+    };
+    let (want_w, want_b) = grads(None);
+    let scattering = EarlyBuckets::scattering(32, None);
+    let (got_w, got_b) = grads(Some(&scattering));
+    assert_eq!(scattering.close(), 2, "a reduce-scatter and a sum");
+    let (blocks, counts) = stats::count(|| redistribute(got_w, Placement::Shard(0)));
+    assert_eq!(placement(&blocks), Placement::Shard(0));
+    assert_eq!(
+        counts.total_redistributions(),
+        0,
+        "the blocks are there: {counts:?}"
+    );
+    crate::common::assert_close(blocks.into_data(), want_w.to_data(), 1e-6, "weight");
+    crate::common::assert_close(got_b.into_data(), want_b.to_data(), 1e-6, "bias");
+}
