@@ -110,7 +110,7 @@ impl<B: Backend> Operand<B> for Option<F<B>> {
 pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
     match low {
         Some(_) if out.placement() == Placement::Partial => cast(out, FloatDType::F32),
-        Some(_) => out.presented_as_f32(),
+        Some(_) => out.presented_as_f32(widened::<B>),
         None => out,
     }
 }
@@ -121,5 +121,10 @@ pub(crate) fn moved<B: Backend>(t: F<B>, op: impl FnOnce(F<B>) -> F<B>) -> F<B> 
     if t.held_narrow().is_none() {
         return op(t);
     }
-    op(t.into_held()).presented_as_f32()
+    op(t.into_held()).presented_as_f32(widened::<B>)
+}
+
+/// A tensor held narrow, widened to the f32 it presents on every rank.
+fn widened<B: Backend>(t: F<B>) -> F<B> {
+    cast(t, FloatDType::F32)
 }

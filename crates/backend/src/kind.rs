@@ -1,8 +1,7 @@
 //! The four kinds of tensor primitive (float, int, bool, quantized) behind one interface, so
 //! that the executor, redistribution and the sum/gather route are written once for all of them.
 
-use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, FloatDType, Shape, Slice, TensorData, TensorMetadata};
+use burn_backend::{Backend, Shape, Slice, TensorData, TensorMetadata};
 
 /// The inner backend's operations on one kind of tensor primitive that moving a tensor between
 /// placements needs.
@@ -22,16 +21,6 @@ pub trait Kind<B: Backend>: Send + Sync + 'static {
     /// Zeros of `shape` with `like`'s dtype on `device`: the addend of a rank with no rows, or an
     /// empty block (a dim of `shape` is 0).
     fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P;
-
-    /// A float tensor whose parts are held in a narrower dtype than they present
-    /// (`ShardedTensor::held_narrow`), with its parts widened to f32 on every rank. Only float
-    /// tensors are ever held narrow.
-    fn widened(t: ShardedTensor<B, Self>) -> ShardedTensor<B, Self>
-    where
-        Self: Sized,
-    {
-        t
-    }
 
     /// `p` on `device`: free when it is there already, through host memory otherwise (Burn 0.21
     /// cannot copy between two wgpu devices).
@@ -90,14 +79,6 @@ impl<B: Backend> Kind<B> for FloatKind {
     }
     fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P {
         B::float_zeros(shape, device, like.dtype().into())
-    }
-    fn widened(t: ShardedTensor<B, Self>) -> ShardedTensor<B, Self> {
-        crate::exec::run(
-            "widen",
-            (t,),
-            crate::rules::elementwise::linear_unary,
-            |_, (p,)| B::float_cast(p, FloatDType::F32),
-        )
     }
 }
 

@@ -72,12 +72,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
     match route::<B, K>(mesh).1 {
-        Way::Moves => {
-            let home = mesh.device(0);
-            let mut it = parts.into_iter().map(|p| K::move_to(p, home));
-            let first = it.next().expect("a mesh has at least one rank");
-            deliver::<B, K>(it.fold(first, K::add), mesh, to)
-        }
+        Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
         Way::Group(group) => {
             let shape = parts[0].shape();
             let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, shape.num_elements()));
@@ -88,6 +83,14 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
             kind_parts::<B, K>(take(sums, to))
         }
     }
+}
+
+/// The sum of the parts on rank 0's device, added in rank order.
+fn sum_on_rank_0<B: Backend, K: Kind<B>>(parts: Vec<K::P>, mesh: &Mesh<B::Device>) -> K::P {
+    let home = mesh.device(0);
+    let mut it = parts.into_iter().map(|p| K::move_to(p, home));
+    let first = it.next().expect("a mesh has at least one rank");
+    it.fold(first, K::add)
 }
 
 /// The parts (blocks along `dim`) concatenated.
@@ -148,12 +151,7 @@ pub(crate) fn reduce_scatter<B: Backend>(
     let _clock = stats::comm_clock::<B>(mesh);
     match route::<B, FloatKind>(mesh).1 {
         Way::Moves => {
-            let home = mesh.device(0);
-            let mut it = parts
-                .into_iter()
-                .map(|p| <FloatKind as Kind<B>>::move_to(p, home));
-            let first = it.next().expect("a mesh has at least one rank");
-            let whole = it.fold(first, <FloatKind as Kind<B>>::add);
+            let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
             let mut start = 0;
             lens.iter()
                 .zip(mesh.devices())

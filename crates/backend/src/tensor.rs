@@ -19,10 +19,11 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// A `Partial` tensor's sum over the ranks, shared with its clones: made when a `Partial`
     /// tensor is first cloned, filled by the first clone to be summed (see [`SharedSum`]).
     sum: OnceLock<SharedSum<K::P>>,
-    /// Float only: the parts hold a narrower float dtype (bf16, f16) whose values the tensor
-    /// presents as f32, exactly (set only on results computed in that dtype, see
-    /// `crate::autocast`). Every read of the parts widens them first ([`ShardedTensor::into_issued`]).
-    held_narrow: bool,
+    /// Float only, set when the parts hold a narrower float dtype (bf16, f16) whose values the
+    /// tensor presents as f32, exactly (results computed in that dtype, see `crate::autocast`):
+    /// the op that widens them, which every read of the parts runs first
+    /// ([`ShardedTensor::into_issued`]).
+    widen: Option<fn(Self) -> Self>,
 }
 
 /// The sum of a `Partial` value, one part per rank and its placement (`Replicated`, or
@@ -67,7 +68,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Ready { parts, placement },
             mesh,
             sum: OnceLock::new(),
-            held_narrow: false,
+            widen: None,
         }
     }
 
@@ -77,7 +78,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Pending(Arc::new(pending)),
             mesh,
             sum: OnceLock::new(),
-            held_narrow: false,
+            widen: None,
         }
     }
 
@@ -167,8 +168,8 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// As [`ShardedTensor::into_split`], without waiting for rank threads. A tensor held narrow
     /// is widened to the f32 it presents first.
     pub(crate) fn into_issued(mut self) -> Issued<K::P, B::Device> {
-        if std::mem::take(&mut self.held_narrow) {
-            return K::widened(self).into_issued();
+        if let Some(widen) = self.widen.take() {
+            return widen(self).into_issued();
         }
         let Self { state, mesh, .. } = self.drawn(None);
         match state {
@@ -183,20 +184,20 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// The dtype its parts are held in, where that is narrower than the f32 it presents.
     pub(crate) fn held_narrow(&self) -> Option<DType> {
-        self.held_narrow.then(|| self.first_ready().dtype())
+        self.widen.is_some().then(|| self.first_ready().dtype())
     }
 
     /// Presents parts computed in a narrower float dtype (bf16, f16) as f32, without widening
-    /// them (see `held_narrow`); other tensors stay as they are.
-    pub(crate) fn presented_as_f32(mut self) -> Self {
+    /// them until they are read, by `widen` (see `held_narrow`); other tensors stay as they are.
+    pub(crate) fn presented_as_f32(mut self, widen: fn(Self) -> Self) -> Self {
         let dtype = self.first_part().map(TensorMetadata::dtype);
-        self.held_narrow = matches!(dtype, Some(DType::BF16 | DType::F16));
+        self.widen = matches!(dtype, Some(DType::BF16 | DType::F16)).then_some(widen);
         self
     }
 
     /// The tensor as its parts are held: a tensor held narrow in its narrow dtype, unwidened.
     pub(crate) fn into_held(mut self) -> Self {
-        self.held_narrow = false;
+        self.widen = None;
         self
     }
 
@@ -256,7 +257,7 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             state,
             mesh: self.mesh.clone(),
             sum,
-            held_narrow: self.held_narrow,
+            widen: self.widen,
         }
     }
 }
@@ -275,7 +276,7 @@ impl<B: Backend, K: Kind<B>> core::fmt::Debug for ShardedTensor<B, K> {
 
 impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     fn dtype(&self) -> DType {
-        if self.held_narrow {
+        if self.widen.is_some() {
             return DType::F32;
         }
         match &self.state {

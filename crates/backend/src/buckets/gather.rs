@@ -4,7 +4,7 @@
 //! is its blocks of several parameters, flat and concatenated; the gathered buffer holds every
 //! rank's, and each parameter is cut back out of it, block by block.
 
-use super::{block_offsets, cat, piece, F, P};
+use super::{block_offsets, cat, piece, starts, F, P};
 use crate::kind::FloatKind;
 use crate::placement::Placement;
 use crate::route::{self, To};
@@ -54,10 +54,7 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
         .collect();
     let (offsets, rank_lens) = block_offsets(&lens, ranks);
     // Where rank r's buffer starts in the gathered one.
-    let rank_starts: Vec<usize> = rank_lens
-        .iter()
-        .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
-        .collect();
+    let rank_starts = starts(&rank_lens);
     let total: usize = rank_lens.iter().sum();
     stats::preparing("buckets", || {
         stats::redistribution(Redistribution::ShardToReplicated)

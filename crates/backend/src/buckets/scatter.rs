@@ -3,7 +3,7 @@
 //! On every rank a bucket is laid out by destination: the blocks of rank 0 of each gradient,
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
-use super::{block_offsets, cat, in_dtype, narrowing, piece, sum_run, F, P};
+use super::{block_offsets, cat, in_dtype, narrowing, piece, starts, sum_run, F, P};
 use crate::placement::{even_split, Placement};
 use crate::route;
 use crate::stats::{self, Redistribution};
@@ -83,14 +83,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 .collect()
         })
         .collect();
-    let starts: Vec<Vec<usize>> = lens
-        .iter()
-        .map(|l| {
-            l.iter()
-                .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
-                .collect()
-        })
-        .collect();
+    let starts: Vec<Vec<usize>> = lens.iter().map(|l| starts(l)).collect();
     let totals: Vec<usize> = shapes.iter().map(|s| s.num_elements()).collect();
     // flats[item][rank]: the rank's addend of the item, flat.
     let flats: Vec<Vec<P<B>>> = bucket
