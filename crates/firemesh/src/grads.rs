@@ -73,20 +73,21 @@ pub fn reduce_gradients_on_wire<B: Backend, M: AutodiffModule<Ad<B>>>(
     early: Option<&EarlyBuckets>,
     wire: Option<FloatDType>,
 ) -> usize {
-    let early = early.map_or(0, EarlyBuckets::close);
-    early
-        + reduce_with::<B, M>(module, grads, |g| {
-            sum_in_buckets_on_wire(g, bucket_bytes, wire)
-        })
+    reduce_with::<B, M>(module, grads, early, |g| {
+        sum_in_buckets_on_wire(g, bucket_bytes, wire)
+    })
 }
 
 /// Sums `module`'s `Partial` gradients over the ranks with `sum` (given them in backward order,
-/// it returns them summed and the collectives it took); returns the collectives.
+/// it returns them summed and the collectives it took), after closing the `early` buckets;
+/// returns the collectives, the early buckets' included.
 pub(crate) fn reduce_with<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,
     grads: &mut GradientsParams,
+    early: Option<&EarlyBuckets>,
     sum: impl FnOnce(Vec<Grad<B>>) -> (Vec<Grad<B>>, usize),
 ) -> usize {
+    let early = early.map_or(0, EarlyBuckets::close);
     let mut taken = Take::<B> {
         grads,
         taken: Vec::new(),
@@ -99,7 +100,7 @@ pub(crate) fn reduce_with<B: Backend, M: AutodiffModule<Ad<B>>>(
     for (put_back, g) in put_backs.into_iter().zip(summed) {
         put_back(grads, g);
     }
-    collectives
+    early + collectives
 }
 
 /// Takes every parameter's gradient out of `grads`, with how to put it back.

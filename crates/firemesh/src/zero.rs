@@ -40,11 +40,10 @@ pub fn reduce_scatter_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     early: Option<&EarlyBuckets>,
     wire: Option<FloatDType>,
 ) -> usize {
-    let early = early.map_or(0, EarlyBuckets::close);
     let scatter = |g| reduce_scatter_in_buckets(g, bucket_bytes, wire);
-    let collectives = crate::grads::reduce_with::<B, M>(module, grads, scatter);
+    let collectives = crate::grads::reduce_with::<B, M>(module, grads, early, scatter);
     shard_gradients::<B, M>(module, grads);
-    early + collectives
+    collectives
 }
 
 /// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block.
