@@ -5,7 +5,7 @@ use crate::data;
 use crate::exec::on_device_stream;
 use crate::kind::{FloatKind, IntKind, Kind};
 use crate::mesh::Mesh;
-use crate::placement::{even_split, Placement};
+use crate::placement::Placement;
 use crate::redistribute::{to_placement, to_shard};
 use crate::tensor::ShardedTensor;
 use crate::Sharded;
@@ -25,6 +25,12 @@ pub enum ShardError {
         dim: usize,
         len: usize,
         ranks: usize,
+    },
+    #[error("dim {dim} has {len} rows, which do not split into equal shares for the {processes} processes of the world")]
+    UnevenProcesses {
+        dim: usize,
+        len: usize,
+        processes: usize,
     },
     #[error("got {got} shards for a mesh of {ranks} ranks")]
     WrongShardCount { got: usize, ranks: usize },
@@ -108,25 +114,39 @@ fn float_tensor<Bk: MeshBackend, const D: usize>(
     Tensor::from_primitive(TensorPrimitive::Float(Bk::float_from_sharded(t)))
 }
 
-fn check_rows(shape: &[usize], dim: usize, ranks: usize) -> Result<(), ShardError> {
+fn check_rows<D: burn_backend::DeviceOps>(
+    shape: &[usize],
+    dim: usize,
+    mesh: &Mesh<D>,
+) -> Result<(), ShardError> {
     let len = *shape.get(dim).ok_or(ShardError::DimOutOfRange {
         dim,
         rank: shape.len(),
     })?;
+    let ranks = mesh.world_len();
     if len < ranks {
         return Err(ShardError::TooFewRows { dim, len, ranks });
+    }
+    let processes = mesh.processes();
+    if !len.is_multiple_of(processes) {
+        return Err(ShardError::UnevenProcesses {
+            dim,
+            len,
+            processes,
+        });
     }
     Ok(())
 }
 
 /// `t` split along `dim` over the ranks of its mesh, as evenly as possible (the first ranks
-/// get one more row when the length does not divide).
+/// get one more row when the length does not divide). In a world of processes
+/// ([`Mesh::in_world`]) over the world's ranks, each process the same share.
 pub fn shard<Bk: MeshBackend, const D: usize>(
     t: Tensor<Bk, D>,
     dim: usize,
 ) -> Result<Tensor<Bk, D>, ShardError> {
     let s = float_of(t);
-    check_rows(&s.shape(), dim, s.mesh.len())?;
+    check_rows(&s.shape(), dim, &s.mesh)?;
     Ok(float_tensor(on_device_stream::<Bk::Inner, _>(|| {
         to_shard(s, dim, None)
     })))
@@ -138,13 +158,15 @@ pub fn shard_int<Bk: MeshBackend, const D: usize>(
     dim: usize,
 ) -> Result<Tensor<Bk, D, Int>, ShardError> {
     let s = Bk::int_sharded(t.into_primitive());
-    check_rows(&s.shape(), dim, s.mesh.len())?;
+    check_rows(&s.shape(), dim, &s.mesh)?;
     let s = on_device_stream::<Bk::Inner, _>(|| to_shard(s, dim, None));
     Ok(Tensor::from_primitive(Bk::int_from_sharded(s)))
 }
 
 /// A tensor sharded along `dim` from one part per rank, each already on its rank's device
-/// (what a rank-aware data loader produces).
+/// (what a rank-aware data loader produces). In a world of processes ([`Mesh::in_world`]),
+/// this process's ranks' blocks, of the sizes every other process gives
+/// ([`shard_sizes`]).
 pub fn from_shards<Bk: MeshBackend, const D: usize>(
     mesh: &Mesh<<Bk::Inner as BackendTypes>::Device>,
     shards: Vec<Tensor<Bk::Inner, D>>,
@@ -305,7 +327,12 @@ pub fn to_inner<Bk: MeshBackend, const D: usize>(
     Tensor::from_data(data, device)
 }
 
-/// Shard sizes an even split of `len` rows over `mesh` gives.
-pub fn shard_sizes<D: burn_backend::DeviceOps>(mesh: &Mesh<D>, len: usize) -> Vec<usize> {
-    even_split(len, mesh.len())
+/// The block sizes of this process's ranks in an even split of `len` rows over the world
+/// (over the mesh, without one), or why there is none.
+pub fn shard_sizes<D: burn_backend::DeviceOps>(
+    mesh: &Mesh<D>,
+    len: usize,
+) -> Result<Vec<usize>, ShardError> {
+    check_rows(&[len], 0, mesh)?;
+    Ok(crate::world::local_split(len, mesh.len(), mesh.processes()).unwrap_or_default())
 }

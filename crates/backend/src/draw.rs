@@ -21,7 +21,7 @@ pub(crate) fn random_float<B: Backend>(
     mesh: &Mesh<B::Device>,
     dtype: FloatDType,
 ) -> ShardedTensor<B, FloatKind> {
-    if mesh.len() > 1 && matches!(distribution, Distribution::Bernoulli(_)) {
+    if mesh.world_len() > 1 && matches!(distribution, Distribution::Bernoulli(_)) {
         let draw = RankStreams {
             shape: shape.clone(),
             distribution,
@@ -85,7 +85,7 @@ impl RankStreams {
 
 impl<B: Backend> Draw<B, FloatKind> for RankStreams {
     fn whole(&self, mesh: &Mesh<B::Device>) -> Vec<B::FloatTensorPrimitive> {
-        let seed = rank_seed(self.stream, mesh.len());
+        let seed = rank_seed(self.stream, mesh.world_len());
         let first = self.seeded::<B>(seed, self.shape.clone(), mesh.device(0));
         share::<B, FloatKind>(first, mesh)
     }
@@ -96,11 +96,13 @@ impl<B: Backend> Draw<B, FloatKind> for RankStreams {
         dim: usize,
         sizes: &[usize],
     ) -> Vec<B::FloatTensorPrimitive> {
+        let (sizes, _) = crate::world::own_blocks(sizes, mesh);
         (0..mesh.len())
             .map(|rank| {
                 let mut shape = self.shape.clone();
                 shape[dim] = sizes[rank];
-                self.seeded::<B>(rank_seed(self.stream, rank), shape, mesh.device(rank))
+                let seed = rank_seed(self.stream, mesh.world_rank(rank));
+                self.seeded::<B>(seed, shape, mesh.device(rank))
             })
             .collect()
     }

@@ -30,6 +30,7 @@ mod route;
 mod rules;
 pub mod stats;
 mod tensor;
+mod world;
 
 pub use api::*;
 pub use autocast::Autocasting;

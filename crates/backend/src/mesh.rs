@@ -5,6 +5,7 @@
 
 use crate::exec::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
+use firemesh_collective::ProcessLink;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +52,8 @@ struct MeshInner<D> {
     /// The precision that matrix products and convolutions run in, by the thread that armed it
     /// (`autocast.rs`); none armed: the operands' own.
     autocast: PerThread<FloatDType>,
+    /// The processes this mesh's ranks are one of (`world.rs`); `None`: this process alone.
+    world: Option<Arc<dyn ProcessLink>>,
 }
 
 /// A value armed on a mesh for one thread: what a training loop sets for the ops it issues,
@@ -86,7 +89,7 @@ impl<T: Clone> PerThread<T> {
 }
 
 impl<D: 'static> MeshInner<D> {
-    fn new(index: u16, devices: Vec<D>) -> Self {
+    fn new(index: u16, devices: Vec<D>, world: Option<Arc<dyn ProcessLink>>) -> Self {
         // Unseeded meshes draw differently in every process, as Burn's backends do.
         let seed = std::hash::BuildHasher::hash_one(
             &std::collections::hash_map::RandomState::new(),
@@ -103,6 +106,7 @@ impl<D: 'static> MeshInner<D> {
             streams: Mutex::new((seed, 0)),
             early_buckets: PerThread::new(),
             autocast: PerThread::new(),
+            world,
         }
     }
 }
@@ -157,6 +161,10 @@ pub enum MeshError {
     },
     #[error("too many distinct meshes were created (at most {0})")]
     RegistryFull(usize),
+    #[error("the processes of the world disagree on the ranks per process: {0}")]
+    UnevenWorld(String),
+    #[error("{0}")]
+    Link(#[from] firemesh_collective::LinkError),
 }
 
 const MAX_RANKS: usize = 1024;
@@ -168,6 +176,33 @@ impl<D: DeviceOps> Mesh<D> {
         if devices.is_empty() {
             return Err(MeshError::Empty);
         }
+        Self::registered(devices, None)
+    }
+
+    /// The mesh of `devices` as this process's ranks of the world `link` joins: world rank
+    /// `process * len + r` is local rank `r` (see `world.rs`). Every process of the world
+    /// calls this at once, with the same number of devices (else every process gets the
+    /// same [`MeshError::UnevenWorld`]).
+    pub fn in_world(devices: Vec<D>, link: Arc<dyn ProcessLink>) -> Result<Self, MeshError> {
+        if devices.is_empty() {
+            return Err(MeshError::Empty);
+        }
+        let counts = link.all_gather(&(devices.len() as u64).to_le_bytes())?;
+        let counts: Vec<String> = counts
+            .iter()
+            .map(|b| crate::world::number(b).to_string())
+            .collect();
+        if counts.iter().any(|c| *c != counts[0]) {
+            return Err(MeshError::UnevenWorld(format!(
+                "ranks of processes 0.. are {}",
+                counts.join(", ")
+            )));
+        }
+        Self::registered(devices, Some(link))
+    }
+
+    /// The registered mesh of `devices` in `world`, made on first use.
+    fn registered(devices: Vec<D>, world: Option<Arc<dyn ProcessLink>>) -> Result<Self, MeshError> {
         if devices.len() > MAX_RANKS {
             return Err(MeshError::TooManyRanks {
                 max: MAX_RANKS,
@@ -175,14 +210,22 @@ impl<D: DeviceOps> Mesh<D> {
             });
         }
         registry::<D, _>(|meshes| {
-            if let Some(m) = meshes.iter().find(|m| m.inner.devices == devices) {
+            let same_world = |w: &Option<Arc<dyn ProcessLink>>| match (w, &world) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+            let found = meshes
+                .iter()
+                .find(|m| m.inner.devices == devices && same_world(&m.inner.world));
+            if let Some(m) = found {
                 return Ok(m.clone());
             }
             if meshes.len() >= MAX_MESHES {
                 return Err(MeshError::RegistryFull(MAX_MESHES));
             }
             let mesh = Mesh {
-                inner: leak(MeshInner::new(meshes.len() as u16, devices)),
+                inner: leak(MeshInner::new(meshes.len() as u16, devices, world)),
             };
             meshes.push(mesh.clone());
             Ok(mesh)
@@ -211,7 +254,7 @@ impl<D: DeviceOps> Mesh<D> {
         Self::new(vec![device; ranks])
     }
 
-    /// Number of ranks.
+    /// Number of this process's ranks (of the world's: [`Mesh::world_len`]).
     pub fn len(&self) -> usize {
         self.inner.devices.len()
     }
@@ -229,6 +272,31 @@ impl<D: DeviceOps> Mesh<D> {
     /// The inner device of rank `rank`.
     pub fn device(&self, rank: usize) -> &D {
         &self.inner.devices[rank]
+    }
+
+    /// The link to the other processes of this mesh's world, if it has several.
+    pub fn link(&self) -> Option<&Arc<dyn ProcessLink>> {
+        self.inner.world.as_ref()
+    }
+
+    /// The processes of the world (1 without a link).
+    pub fn processes(&self) -> usize {
+        self.link().map_or(1, |l| l.processes())
+    }
+
+    /// This process's place in the world (0 without a link).
+    pub fn process(&self) -> usize {
+        self.link().map_or(0, |l| l.process())
+    }
+
+    /// The ranks of the whole world: this process's times the processes.
+    pub fn world_len(&self) -> usize {
+        self.len() * self.processes()
+    }
+
+    /// The world rank of local rank `rank`.
+    pub fn world_rank(&self, rank: usize) -> usize {
+        self.process() * self.len() + rank
     }
 
     /// The collective groups registered here, one per inner backend (see `route.rs`).
@@ -252,7 +320,7 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let entry = all.entry(TypeId::of::<D>()).or_insert_with(|| {
         let default = Mesh {
-            inner: leak(MeshInner::new(0, vec![D::default()])),
+            inner: leak(MeshInner::new(0, vec![D::default()], None)),
         };
         Box::new(vec![default])
     });

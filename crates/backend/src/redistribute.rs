@@ -3,11 +3,13 @@
 //! through Replicated.
 
 use crate::kind::Kind;
-use crate::placement::{block_ranges, even_split, Placement};
+use crate::mesh::Mesh;
+use crate::placement::{block_ranges, Placement};
 use crate::route::{self, To};
 use crate::rules::Want;
 use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
+use crate::world;
 use burn_backend::{Backend, Slice, TensorMetadata};
 
 type T<B, K> = ShardedTensor<B, K>;
@@ -66,15 +68,25 @@ pub(crate) fn to_shard<B: Backend, K: Kind<B>>(
     }
     let (parts, _, mesh) = to_replicated(t).into_split();
     stats::redistribution(Redistribution::ReplicatedToShard);
-    let sizes = sizes.map_or_else(
-        || even_split(parts[0].shape()[dim], mesh.len()),
-        <[usize]>::to_vec,
-    );
+    let sizes = sizes.map_or_else(|| split(parts[0].shape()[dim], &mesh), <[usize]>::to_vec);
+    let (sizes, start) = world::own_blocks(&sizes, &mesh);
     T::new(
-        slice_blocks::<B, K>(parts, dim, &sizes),
+        slice_blocks::<B, K>(parts, dim, &sizes, start),
         Placement::Shard(dim),
         mesh,
     )
+}
+
+/// The block sizes of `len` rows split evenly over the world's ranks (every process the same
+/// blocks, see `world.rs`).
+pub(crate) fn split<D: burn_backend::DeviceOps>(len: usize, mesh: &Mesh<D>) -> Vec<usize> {
+    let local = world::local_split(len, mesh.len(), mesh.processes()).unwrap_or_else(|| {
+        panic!(
+            "firemesh: {len} rows cannot be split into equal shares for {} processes",
+            mesh.processes()
+        )
+    });
+    world::world_blocks(local, mesh.processes())
 }
 
 /// A `Partial` tensor with the same value: rank 0 keeps its copy, the other ranks hold zeros.
@@ -88,7 +100,7 @@ pub(crate) fn to_partial<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
         .into_iter()
         .enumerate()
         .map(|(r, p)| {
-            if r == 0 {
+            if mesh.world_rank(r) == 0 {
                 p
             } else {
                 K::zeros(&p, p.shape(), &K::device(&p))
@@ -107,16 +119,19 @@ pub(crate) fn to_placement<B: Backend, K: Kind<B>>(t: T<B, K>, p: Placement) -> 
     }
 }
 
-/// Rank r's block `r` of each whole tensor in `parts` (one per rank).
+/// Rank r's block `r` of each whole tensor in `parts` (one per rank), the first block
+/// starting at row `start` (this process's first, in a world).
 fn slice_blocks<B: Backend, K: Kind<B>>(
     parts: Vec<K::P>,
     dim: usize,
     sizes: &[usize],
+    start: usize,
 ) -> Vec<K::P> {
     parts
         .into_iter()
         .zip(block_ranges(sizes))
         .map(|(p, range)| {
+            let range = range.start + start..range.end + start;
             let shape = p.shape();
             if range.len() == shape[dim] {
                 return p;

@@ -4,11 +4,14 @@
 //! - float parts on several devices: through the collective group registered on the mesh
 //!   ([`Mesh::use_collectives`], e.g. a `firemesh_collective::Group` reducing in device memory
 //!   with our CubeCL kernels), or else a `firemesh_collective::PortableGroup`;
-//! - other kinds on several devices: through host memory.
+//! - other kinds on several devices: through host memory;
+//! - a mesh that is one process's share of a world of processes: its ranks' parts on rank 0,
+//!   then across the processes (`world.rs`).
 
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
 use crate::stats;
+use crate::world;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, TensorPrimitive};
 use burn_tensor::Tensor;
 use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollectives};
@@ -71,6 +74,11 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     let _span = comm_span("sum", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
+    if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
+        return deliver::<B, K>(whole, mesh, to);
+    }
     match route::<B, K>(mesh).1 {
         Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
         Way::Group(group) => {
@@ -103,6 +111,15 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     let elements = parts.iter().map(|p| p.shape().num_elements()).sum();
     let _span = comm_span("gather", mesh.len(), elements);
     let _clock = stats::comm_clock::<B>(mesh);
+    if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        let home = mesh.device(0);
+        let chunk = K::cat(
+            parts.into_iter().map(|p| K::move_to(p, home)).collect(),
+            dim,
+        );
+        return deliver::<B, K>(world::gather_across::<B, K>(chunk, dim, mesh), mesh, to);
+    }
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
         (_, Way::Moves) => {
@@ -149,10 +166,19 @@ pub(crate) fn reduce_scatter<B: Backend>(
     let _span = comm_span("reduce-scatter", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
-    match route::<B, FloatKind>(mesh).1 {
+    let way = if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        Way::Moves
+    } else {
+        route::<B, FloatKind>(mesh).1
+    };
+    match way {
         Way::Moves => {
             let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
-            let mut start = 0;
+            let whole = world::sum_across::<B, FloatKind>(whole, mesh);
+            // In a world, `lens` are the world's ranks': this process's come after the others'.
+            let (lens, mut start) = world::own_blocks(lens, mesh);
+            let lens = &lens[..];
             lens.iter()
                 .zip(mesh.devices())
                 .map(|(&len, device)| {

@@ -19,6 +19,9 @@ pub enum Route {
     PortableGroup,
     /// Int and bool parts between devices: through host memory.
     ThroughHost,
+    /// A mesh that is one process's share of a world: its ranks on rank 0, then one buffer per
+    /// process through the world's link (`world.rs`).
+    AcrossProcesses,
 }
 
 /// A change of placement.

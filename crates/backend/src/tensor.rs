@@ -217,10 +217,14 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         }
     }
 
-    /// The sizes of the blocks along the sharded dim (`None` unless `Shard`).
+    /// The sizes of the blocks along the sharded dim, of every rank of the world (`None` unless
+    /// `Shard`).
     pub fn shard_sizes(&self) -> Option<Vec<usize>> {
         match self.placement() {
-            Placement::Shard(d) => Some(self.part_shapes().iter().map(|s| s[d]).collect()),
+            Placement::Shard(d) => {
+                let local = self.part_shapes().iter().map(|s| s[d]).collect();
+                Some(crate::world::world_blocks(local, self.mesh.processes()))
+            }
             _ => None,
         }
     }
@@ -285,14 +289,16 @@ impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
         }
     }
 
-    /// The global shape: a `Shard(d)` tensor's dim `d` is the sum of its blocks.
+    /// The global shape: a `Shard(d)` tensor's dim `d` is the sum of its blocks, over every
+    /// process of the world (each holds blocks of the same sizes, `world.rs`).
     fn shape(&self) -> Shape {
         match &self.state {
             State::Pending(p) => p.shape().clone(),
             State::Ready { parts, placement } => {
                 let mut shape = parts[0].shape();
                 if let Placement::Shard(d) = *placement {
-                    shape[d] = parts.iter().map(|p| p.shape()[d]).sum();
+                    shape[d] =
+                        parts.iter().map(|p| p.shape()[d]).sum::<usize>() * self.mesh.processes();
                 }
                 shape
             }

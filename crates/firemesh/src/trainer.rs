@@ -121,12 +121,17 @@ where
     /// Trains `model` on `mesh`: its gradients summed over the ranks in buckets of
     /// `bucket_bytes` (at least one element), each bucket as soon as the backward pass has
     /// filled it. The learning rate is 1e-3 until [`Trainer::with_lr`].
+    ///
+    /// On a mesh that is one process's share of a world ([`Mesh::in_world`]) the buckets are
+    /// summed after the backward pass: every process must cross the processes in the same
+    /// order, and the early buckets' communication thread would race the step's own sums
+    /// (BatchNorm statistics) there.
     pub fn sharded(model: M, optimizer: O, mesh: &Mesh<B::Device>, bucket_bytes: usize) -> Self {
         let bucket_bytes = bucket_bytes.max(1);
         let sums = Sums {
             bucket_bytes,
             wire: None,
-            early: Some(EarlyBuckets::new(bucket_bytes)),
+            early: (mesh.processes() == 1).then(|| EarlyBuckets::new(bucket_bytes)),
             reduce: reduce_gradients_on_wire::<B, M>,
             gather: None,
             arm: arm::<B>,
@@ -166,6 +171,12 @@ where
     /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
     /// and 3 (sharded gradients and parameters) are refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
+        if stage > 0 && self.device.processes() > 1 {
+            return Err(Error::Invalid(format!(
+                "--zero {stage} across {} processes is not built yet: ZeRO-1 runs in one process",
+                self.device.processes()
+            )));
+        }
         let gather = match stage {
             0 => None,
             1 => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),

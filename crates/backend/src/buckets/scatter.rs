@@ -41,7 +41,12 @@ fn in_buckets<B: Backend>(
     let partial = |t: &F<B>| t.placement() == Placement::Partial;
     let long = |t: &F<B>| {
         let shape = t.shape();
-        partial(t) && shape.num_dims() > 0 && shape[0] >= t.mesh.len() && shape.num_elements() > 0
+        // Across processes, reduce-scatter is not built yet: such meshes sum whole.
+        partial(t)
+            && t.mesh.processes() == 1
+            && shape.num_dims() > 0
+            && shape[0] >= t.mesh.len()
+            && shape.num_elements() > 0
     };
     let scatter = |bucket| scatter_bucket(bucket, wire);
     let (out, mut collectives) = super::in_whole_buckets(tensors, bucket_bytes, long, scatter);

@@ -162,10 +162,12 @@ fn execute<B: Backend, I: Operands<B>, O: Outputs<B>>(
         }
     }
     let ranks = mesh.len();
-    let empty = empty_ranks(&metas, ranks);
+    // Rules see the world: its shapes, its blocks, its rank numbers.
+    let first = mesh.world_rank(0);
+    let empty = empty_ranks(&metas, mesh.world_len()).map(|e| e[first..first + ranks].to_vec());
     let run = |index: usize, local: I::Local| {
         let rank = Rank {
-            index,
+            index: first + index,
             out: plan.out,
             inputs: &metas,
         };
@@ -223,6 +225,7 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
     let body = Arc::new(body);
     let mut shares = inputs.split(mesh.len());
     let first = shares.next().expect("a mesh has a rank 0");
+    let world_first = mesh.world_rank(0);
     let rest = (1..)
         .zip(shares)
         .map(|(index, issued)| {
@@ -230,7 +233,7 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
             lanes.submit(index, move || {
                 let local = I::resolve(issued);
                 let rank = Rank {
-                    index,
+                    index: world_first + index,
                     out,
                     inputs: &metas,
                 };
@@ -240,7 +243,7 @@ fn on_lanes<B: Backend, I: Operands<B>, O: Outputs<B>>(
         })
         .collect();
     let rank = Rank {
-        index: 0,
+        index: world_first,
         out,
         inputs: &metas,
     };

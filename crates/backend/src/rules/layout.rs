@@ -3,8 +3,9 @@
 //! through them all (they are linear). Each rank then runs the op with its local arguments
 //! (the `local_*` functions).
 
-use crate::placement::{even_split, Placement};
+use crate::placement::Placement;
 use crate::rules::{Meta, Plan, Rank, Want};
+use crate::world::local_split;
 use burn_backend::{Shape, Slice};
 
 /// Reshape. A `Shard(d)` tensor stays sharded when the dims before `d` are unchanged and every
@@ -31,8 +32,8 @@ fn fitting_blocks(m: &Meta, new: &Shape) -> Option<Vec<usize>> {
     if inner_old == 0 || m.shape[d] * inner_old != new[d] * inner_new {
         return None;
     }
-    let ranks = m.blocks.as_ref()?.len();
-    let rows = even_split(new[d], ranks);
+    let ranks = m.blocks.as_ref()?.len() / m.processes;
+    let rows = crate::world::world_blocks(local_split(new[d], ranks, m.processes)?, m.processes);
     rows.into_iter()
         .map(|r| exact_div(r * inner_new, inner_old))
         .collect()

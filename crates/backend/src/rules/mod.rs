@@ -24,6 +24,8 @@ use burn_backend::{Backend, Shape, TensorMetadata};
 
 /// What an op's body knows on one rank (the executor hands it over with the rank's share).
 pub(crate) struct Rank<'a> {
+    /// The rank in the world (this process's ranks' numbers follow those of the processes
+    /// before it, `world.rs`).
     pub index: usize,
     /// The placement of the result.
     pub out: Placement,
@@ -51,6 +53,9 @@ pub(crate) struct Meta {
     pub blocks: Option<Vec<usize>>,
     /// A `Partial` tensor with live clones, which share its sum once one of them is summed.
     pub sum_shared: bool,
+    /// The processes of the mesh's world (1: this process alone): new blocks must give each
+    /// the same sizes (`world.rs`).
+    pub processes: usize,
 }
 
 impl Meta {
@@ -60,6 +65,7 @@ impl Meta {
             shape: t.shape(),
             blocks: t.shard_sizes(),
             sum_shared: t.has_live_clones(),
+            processes: t.mesh.processes(),
         }
     }
 
@@ -168,6 +174,7 @@ pub(crate) fn staged(metas: &[Meta], first: &[Want]) -> Vec<Meta> {
                 shape: m.shape.clone(),
                 blocks: None,
                 sum_shared: false,
+                processes: m.processes,
             },
         })
         .collect()

@@ -4,4 +4,5 @@ mod alloc;
 mod mesh;
 mod precision;
 mod step;
+mod world;
 mod zero;

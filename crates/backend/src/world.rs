@@ -1,0 +1,110 @@
+//! Meshes that are one process's share of a world of processes ([`Mesh::in_world`]).
+//!
+//! Every process runs the same program on its own ranks (SPMD). A tensor means the world's
+//! tensor: `Replicated` is one value on every rank of every process, `Partial` sums over every
+//! rank of the world, and the blocks of a `Shard(d)` tensor follow world rank order (process
+//! `p`'s local rank `r` is world rank `p * len + r`). Each process holds its own ranks' parts
+//! only, and every process holds blocks of the same sizes (so the global shape is the local
+//! one times the processes, and any process can say every block's size). Sums and gathers
+//! cross the processes in `route.rs`, after the ranks of the process: one buffer per process
+//! goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and every
+//! process combines all of them in process order, so every process holds the same bits.
+
+use crate::kind::Kind;
+use crate::mesh::Mesh;
+use crate::placement::even_split;
+use burn_backend::{Backend, TensorData};
+
+/// The number little-endian `bytes` hold (the counts processes exchange).
+pub(crate) fn number(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = bytes.len().min(8);
+    b[..n].copy_from_slice(&bytes[..n]);
+    u64::from_le_bytes(b)
+}
+
+/// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
+/// device), added in process order. Without a world, `whole` itself.
+pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> K::P {
+    if mesh.processes() == 1 {
+        return whole;
+    }
+    let mut all = exchange::<B, K>(whole, mesh).into_iter();
+    let first = all.next().expect("a world has a process 0");
+    all.fold(first, K::add)
+}
+
+/// Every process's `chunk` (its ranks' blocks along `dim`, concatenated), concatenated in
+/// process order. Without a world, `chunk` itself.
+pub(crate) fn gather_across<B: Backend, K: Kind<B>>(
+    chunk: K::P,
+    dim: usize,
+    mesh: &Mesh<B::Device>,
+) -> K::P {
+    if mesh.processes() == 1 {
+        return chunk;
+    }
+    K::cat(exchange::<B, K>(chunk, mesh), dim)
+}
+
+/// Every process's `p`, in process order, on rank 0's device (this process's as it is).
+fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
+    let link = mesh.link().expect("only meshes in a world exchange");
+    let data = K::into_data(p.clone());
+    let dtype = data.dtype;
+    let mut message = Vec::with_capacity(8 * (data.shape.len() + 1) + data.as_bytes().len());
+    message.extend((data.shape.len() as u64).to_le_bytes());
+    for d in data.shape.iter() {
+        message.extend((*d as u64).to_le_bytes());
+    }
+    message.extend_from_slice(data.as_bytes());
+    let all = link
+        .all_gather(&message)
+        .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
+    let home = mesh.device(0);
+    all.into_iter()
+        .enumerate()
+        .map(|(q, m)| {
+            if q == mesh.process() {
+                return p.clone();
+            }
+            let dims = number(&m[..8]) as usize;
+            let shape: Vec<usize> = (0..dims)
+                .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
+                .collect();
+            let bytes = m[8 * (dims + 1)..].to_vec();
+            K::from_data(TensorData::from_bytes_vec(bytes, shape, dtype), home)
+        })
+        .collect()
+}
+
+/// This process's block sizes of `len` rows split over the world's ranks: every process the
+/// same blocks (an even split of its `len / processes` rows), `None` when the processes
+/// cannot hold equal shares.
+pub(crate) fn local_split(len: usize, ranks: usize, processes: usize) -> Option<Vec<usize>> {
+    len.is_multiple_of(processes)
+        .then(|| even_split(len / processes, ranks))
+}
+
+/// The block sizes of every world rank, from one process's (they repeat per process).
+pub(crate) fn world_blocks(local: Vec<usize>, processes: usize) -> Vec<usize> {
+    if processes == 1 {
+        return local;
+    }
+    let n = local.len();
+    local.into_iter().cycle().take(n * processes).collect()
+}
+
+/// This process's share of world blocks `sizes`: its ranks' sizes, and where its first block
+/// starts along the dim.
+pub(crate) fn own_blocks<D>(sizes: &[usize], mesh: &Mesh<D>) -> (Vec<usize>, usize)
+where
+    D: burn_backend::DeviceOps,
+{
+    if mesh.processes() == 1 {
+        return (sizes.to_vec(), 0);
+    }
+    let first = mesh.world_rank(0);
+    let start = sizes[..first].iter().sum();
+    (sizes[first..first + mesh.len()].to_vec(), start)
+}

@@ -1,0 +1,183 @@
+//! The level above one machine's ranks: the processes of a world (one per node, or several on
+//! one machine), joined by a transport the field already trusts (MPI on CPU meshes; NCCL for
+//! GPU data across nodes). This crate's collectives stay inside a process; a [`ProcessLink`]
+//! carries the one buffer per process that crosses the processes.
+//!
+//! [`ThreadWorld`] stands processes in with threads of one process (tests, and the reference a
+//! real transport is checked against).
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Why a step across the processes failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("across the processes: {0}")]
+pub struct LinkError(pub String);
+
+/// The processes of one world: every process holds one link, and every process calls its
+/// methods the same number of times, in the same order (SPMD).
+pub trait ProcessLink: Send + Sync + 'static {
+    /// This process, from 0.
+    fn process(&self) -> usize;
+    /// The processes of the world.
+    fn processes(&self) -> usize;
+    /// Every process's `bytes` (lengths may differ), in process order, on every process.
+    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError>;
+}
+
+/// Processes stood in by threads of this process: [`ThreadWorld::links`] gives one link per
+/// thread. A process that does not come to an all-gather within `timeout` fails it on every
+/// other process (a lost peer), so a test never hangs.
+pub struct ThreadWorld {
+    state: Mutex<Round>,
+    arrived: Condvar,
+    processes: usize,
+    timeout: Duration,
+}
+
+/// One all-gather in progress: the buffers given so far, and how many have been taken.
+#[derive(Default)]
+struct Round {
+    /// Counts the all-gathers started, so a fast process cannot join the next one early.
+    number: u64,
+    given: Vec<Option<Vec<u8>>>,
+    taken: usize,
+    failed: Option<String>,
+}
+
+/// One process's handle to a [`ThreadWorld`].
+#[derive(Clone)]
+pub struct ThreadLink {
+    world: Arc<ThreadWorld>,
+    process: usize,
+}
+
+impl ThreadWorld {
+    /// One link per process, for `processes` threads.
+    pub fn links(processes: usize, timeout: Duration) -> Vec<ThreadLink> {
+        let world = Arc::new(ThreadWorld {
+            state: Mutex::new(Round {
+                given: vec![None; processes],
+                ..Round::default()
+            }),
+            arrived: Condvar::new(),
+            processes,
+            timeout,
+        });
+        (0..processes)
+            .map(|process| ThreadLink {
+                world: world.clone(),
+                process,
+            })
+            .collect()
+    }
+}
+
+impl ProcessLink for ThreadLink {
+    fn process(&self) -> usize {
+        self.process
+    }
+
+    fn processes(&self) -> usize {
+        self.world.processes
+    }
+
+    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
+        let w = &*self.world;
+        let lost = |round: &Round| LinkError(round.failed.clone().unwrap_or_default());
+        let mut round = w.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Wait until the previous all-gather has been taken by every process.
+        while round.given[self.process].is_some() && round.failed.is_none() {
+            round = wait(w, round)?;
+        }
+        if round.failed.is_some() {
+            return Err(lost(&round));
+        }
+        let number = round.number;
+        round.given[self.process] = Some(bytes.to_vec());
+        w.arrived.notify_all();
+        while round.number == number && round.given.iter().any(Option::is_none) {
+            round = match wait(w, round) {
+                Ok(r) => r,
+                Err(e) => return Err(e),
+            };
+            if round.failed.is_some() {
+                return Err(lost(&round));
+            }
+        }
+        let all: Vec<Vec<u8>> = round
+            .given
+            .iter()
+            .map(|g| g.clone().unwrap_or_default())
+            .collect();
+        round.taken += 1;
+        if round.taken == w.processes {
+            round.given.iter_mut().for_each(|g| *g = None);
+            round.taken = 0;
+            round.number += 1;
+            w.arrived.notify_all();
+        }
+        Ok(all)
+    }
+}
+
+/// Waits for another process, failing the world if none comes within its timeout.
+fn wait<'a>(
+    w: &'a ThreadWorld,
+    round: std::sync::MutexGuard<'a, Round>,
+) -> Result<std::sync::MutexGuard<'a, Round>, LinkError> {
+    let (mut round, timed_out) = w
+        .arrived
+        .wait_timeout(round, w.timeout)
+        .unwrap_or_else(|p| p.into_inner());
+    if timed_out.timed_out() {
+        let missing: Vec<String> = (round.given.iter().enumerate())
+            .filter(|(_, g)| g.is_none())
+            .map(|(p, _)| p.to_string())
+            .collect();
+        let why = format!(
+            "no answer from process {} within {} s",
+            missing.join(", "),
+            w.timeout.as_secs_f64()
+        );
+        round.failed.get_or_insert(why);
+        w.arrived.notify_all();
+        return Err(LinkError(round.failed.clone().unwrap_or_default()));
+    }
+    Ok(round)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_process_gets_every_buffer_in_process_order_round_after_round() {
+        let links = ThreadWorld::links(3, Duration::from_secs(10));
+        let handles: Vec<_> = links
+            .into_iter()
+            .map(|l| {
+                std::thread::spawn(move || {
+                    (0..50u8)
+                        .map(|i| l.all_gather(&vec![i; l.process() + 1]).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            let rounds = h.join().unwrap();
+            for (i, all) in rounds.into_iter().enumerate() {
+                let want: Vec<Vec<u8>> = (0..3).map(|p| vec![i as u8; p + 1]).collect();
+                assert_eq!(all, want);
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_process_fails_the_others_within_the_timeout() {
+        let mut links = ThreadWorld::links(2, Duration::from_millis(200));
+        let _absent = links.pop();
+        let err = links[0].all_gather(b"x").unwrap_err();
+        assert!(err.0.contains("process 1"), "{err}");
+    }
+}

@@ -1,0 +1,187 @@
+//! A world of processes (`Mesh::in_world`), its processes stood in by threads joined by a
+//! `ThreadWorld`: 2 processes x 2 ranks train as 1 process x 4 ranks does (the world's global
+//! batch, BatchNorm over all of it, one loss), and a world that cannot be formed is an error.
+
+use crate::step::{images, labels, largest_difference, params, step_loss, Ad};
+use burn::module::Module;
+use burn::optim::SgdConfig;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::{Int, Tensor, TensorData};
+use burn_flex::FlexDevice;
+use firemesh::backend::{shard, shard_int, stats, Mesh, MeshError, Route};
+use firemesh::collective::{ProcessLink, ThreadWorld};
+use firemesh::Trainer;
+use firemesh_gpt::{Gpt, GptConfig};
+use firemesh_resnet::{ResNet, ResNetConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+const STEPS: usize = 4;
+const BATCH: usize = 8;
+
+/// Runs `f` as every process of a world of `processes` threads, each with a mesh of `ranks`
+/// CPU ranks; returns each process's result, in process order.
+fn in_world<T: Send + 'static>(
+    processes: usize,
+    ranks: usize,
+    f: impl Fn(Mesh<FlexDevice>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let f = Arc::new(f);
+    let handles: Vec<_> = ThreadWorld::links(processes, Duration::from_secs(120))
+        .into_iter()
+        .map(|link| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let link: Arc<dyn ProcessLink> = Arc::new(link);
+                f(Mesh::in_world(vec![FlexDevice; ranks], link).unwrap())
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// The bytes of a freshly initialised model, loaded on every mesh (one draw for all).
+fn record_of<M: Module<burn::backend::Autodiff<burn_flex::Flex>>>(model: M) -> Vec<u8> {
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    recorder.record(model.into_record(), ()).unwrap()
+}
+
+fn load<M: Module<Ad>>(empty: M, bytes: &[u8], mesh: &Mesh<FlexDevice>) -> M {
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    empty.load_record(recorder.load(bytes.to_vec(), mesh).unwrap())
+}
+
+/// `STEPS` SGD steps of the tiny ResNet on `mesh`: the losses and the final parameters.
+fn train_resnet(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Vec<f64>, Vec<Vec<f32>>) {
+    let config = ResNetConfig::tiny(10);
+    let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
+    let optimizer = SgdConfig::new().init();
+    let mut t = Trainer::sharded(model, optimizer, mesh, 4000).with_lr(|_| 0.05);
+    let losses = (0..STEPS)
+        .map(|i| {
+            t.step(|m| {
+                let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
+                let y = shard_int(labels::<Ad>(BATCH, i, mesh), 0).unwrap();
+                Ok(step_loss(m, x, y))
+            })
+            .unwrap()
+            .loss
+        })
+        .collect();
+    (losses, params(t.model()))
+}
+
+fn tokens(i: usize, mesh: &Mesh<FlexDevice>) -> Tensor<Ad, 2, Int> {
+    let values: Vec<i32> = (0..BATCH * 16)
+        .map(|k| ((k * 31 + i * 7) % 256) as i32)
+        .collect();
+    Tensor::from_data(TensorData::new(values, [BATCH, 16]), mesh)
+}
+
+/// The same for the tiny GPT (dropout on: its masks are drawn per world rank).
+fn train_gpt(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Vec<f64>, Vec<Vec<f32>>) {
+    let config = gpt_config();
+    let model: Gpt<Ad> = load(config.init(mesh).unwrap(), record, mesh);
+    let optimizer = SgdConfig::new().init();
+    let mut t = Trainer::sharded(model, optimizer, mesh, 4000)
+        .with_lr(|_| 0.1)
+        .with_step_seeds(7);
+    let losses = (0..STEPS)
+        .map(|i| {
+            t.step(|m| {
+                Ok(m.next_token_loss(shard_int(tokens(i, mesh), 0).unwrap())
+                    .unwrap())
+            })
+            .unwrap()
+            .loss
+        })
+        .collect();
+    (losses, params(t.model()))
+}
+
+fn gpt_config() -> GptConfig {
+    let mut c = GptConfig::tiny();
+    c.dropout = 0.1;
+    c
+}
+
+/// Compares every process's run with the one-process reference: losses and parameters within
+/// 1e-6 (the sums are added in another order), and every process holds the same bits.
+fn check(what: &str, reference: &(Vec<f64>, Vec<Vec<f32>>), world: &[(Vec<f64>, Vec<Vec<f32>>)]) {
+    for (p, (losses, parameters)) in world.iter().enumerate() {
+        for (i, (got, want)) in losses.iter().zip(&reference.0).enumerate() {
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "{what}, process {p}, step {i}: loss {got} against {want}"
+            );
+        }
+        let worst = largest_difference(parameters, &reference.1);
+        assert!(
+            worst <= 1e-6,
+            "{what}, process {p}: parameters {worst} apart"
+        );
+        assert_eq!(
+            parameters, &world[0].1,
+            "{what}: process {p} differs from 0"
+        );
+    }
+    println!(
+        "{what}: 2 processes x 2 ranks match 1 x 4 (losses {:?})",
+        reference.0
+    );
+}
+
+#[test]
+fn two_processes_of_two_ranks_train_resnet_and_gpt_as_one_process_of_four() {
+    let device = FlexDevice;
+    let resnet = Arc::new(record_of(ResNetConfig::tiny(10).init(&device).unwrap()));
+    let gpt = Arc::new(record_of(gpt_config().init(&device).unwrap()));
+
+    let four = Mesh::replicate(FlexDevice, 4).unwrap();
+    let want_resnet = train_resnet(&four, &resnet);
+    let want_gpt = train_gpt(&four, &gpt);
+
+    let (r, g) = (resnet.clone(), gpt.clone());
+    let world = in_world(2, 2, move |mesh| {
+        let (out, counts) = stats::count(|| (train_resnet(&mesh, &r), train_gpt(&mesh, &g)));
+        (out, counts.route(Route::AcrossProcesses))
+    });
+    for (_, across) in &world {
+        assert!(*across > 0, "no sum crossed the processes");
+    }
+    let resnets: Vec<_> = world.iter().map(|((r, _), _)| r.clone()).collect();
+    let gpts: Vec<_> = world.iter().map(|((_, g), _)| g.clone()).collect();
+    check("tiny ResNet", &want_resnet, &resnets);
+    check("tiny GPT", &want_gpt, &gpts);
+}
+
+#[test]
+fn processes_with_different_rank_counts_are_refused_on_every_process() {
+    let links = ThreadWorld::links(2, Duration::from_secs(30));
+    let handles: Vec<_> = links
+        .into_iter()
+        .enumerate()
+        .map(|(p, link)| {
+            std::thread::spawn(move || {
+                let link: Arc<dyn ProcessLink> = Arc::new(link);
+                Mesh::in_world(vec![FlexDevice; 1 + p], link).map(|_| ())
+            })
+        })
+        .collect();
+    for h in handles {
+        let err = h.join().unwrap().unwrap_err();
+        assert!(matches!(err, MeshError::UnevenWorld(_)), "{err}");
+        assert!(err.to_string().contains("1, 2"), "{err}");
+    }
+}
+
+#[test]
+fn a_batch_that_does_not_split_into_equal_shares_per_process_is_an_error() {
+    let errors = in_world(2, 2, |mesh| {
+        let x = images::<Ad>(5, 4, 0, &mesh);
+        shard(x, 0).unwrap_err().to_string()
+    });
+    for e in errors {
+        assert!(e.contains("5 rows"), "{e}");
+    }
+}
