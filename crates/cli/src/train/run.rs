@@ -408,6 +408,7 @@ pub fn route_name(route: Route) -> &'static str {
         Route::MeshGroup => "mesh-group",
         Route::PortableGroup => "portable-group",
         Route::ThroughHost => "through-host",
+        Route::AcrossProcesses => "across-processes",
     }
 }
 
