@@ -102,18 +102,11 @@ fn main() {
         }
         Err(e) => e.exit(), // --help, --version
     };
-    // The launcher's world, from its environment: read here, at the program's edge, and a
-    // run's refusal of it comes before anything is written (the trace file included).
+    // The launcher's world, from its environment: read here, at the program's edge, before
+    // anything is written (the trace file included).
     let world = match &cli.command {
-        Command::Train { dry_run, .. } => {
-            let world = firemesh_cli::world::World::from_env(|name| std::env::var(name).ok())
-                .and_then(|w| {
-                    if *dry_run {
-                        Ok(w)
-                    } else {
-                        w.check_single().map(|()| w)
-                    }
-                });
+        Command::Train { .. } => {
+            let world = firemesh_cli::world::World::from_env(|name| std::env::var(name).ok());
             match world {
                 Ok(world) => world,
                 Err(e) => {
@@ -124,15 +117,29 @@ fn main() {
         }
         _ => firemesh_cli::world::World::single(),
     };
+    // A run in a world of several processes joins it through MPI first (or is refused), before
+    // anything is written; the join is kept until the run ends (dropping it finalises MPI,
+    // which mpirun expects of a process that ends well).
+    let (_mpi, processes) = match &cli.command {
+        Command::Train { dry_run: false, .. } => match join(&world) {
+            Ok(joined) => joined,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        },
+        _ => Default::default(),
+    };
+    // In a world of several processes, each writes its own timeline.
     let trace = match &cli.command {
         Command::Train {
-            trace,
+            trace: Some(path),
             dry_run: false,
             ..
-        } => trace.as_deref(),
+        } => Some(world.own_file(path)),
         _ => None,
     };
-    let flush = match init_tracing(trace) {
+    let flush = match init_tracing(trace.as_deref()) {
         Ok(flush) => flush,
         Err(e) => {
             eprintln!("error: {e}");
@@ -151,6 +158,7 @@ fn main() {
             &runtime.config(),
             stop_deadline,
             dry_run.then_some(&world),
+            &processes,
         ),
         Command::Simulate { options } => firemesh_cli::simulate::run(&options).map(|_| ()),
         Command::Bench { options, runtime } => {
@@ -210,6 +218,7 @@ fn train(
     runtime: &RuntimeConfig,
     stop_deadline: f64,
     dry_run: Option<&firemesh_cli::world::World>,
+    processes: &firemesh_cli::train::Processes,
 ) -> Result<()> {
     let config = TrainConfig::resolve(options.with_config_file()?)?;
     if let Some(world) = dry_run {
@@ -222,7 +231,10 @@ fn train(
         )));
     }
     let stop = Stop::on_signals(std::time::Duration::from_secs_f64(stop_deadline))?;
-    let s = firemesh_cli::train::run_with(&config, runtime, &stop)?;
+    let s = firemesh_cli::train::run_with(&config, runtime, &stop, processes)?;
+    if !processes.leads() {
+        return Ok(());
+    }
     if s.steps_this_run == 0 {
         println!(
             "the run in {} is already complete: {} steps, loss {:.4} -> {:.4}; nothing left to \
@@ -384,4 +396,38 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
         .into_iter()
         .all(|t| t.into_data().iter::<f32>().all(|v| v == want));
     Ok((n, total / iters as f64, ok))
+}
+
+/// The processes of `world` joined through MPI (nothing to join for one process).
+#[cfg(feature = "mpi")]
+fn join(
+    world: &firemesh_cli::world::World,
+) -> Result<(Option<firemesh_mpi::Mpi>, firemesh_cli::train::Processes)> {
+    use firemesh_cli::train::Processes;
+    use firemesh_collective::ProcessLink;
+    if world.is_single() {
+        return Ok((None, Processes::alone()));
+    }
+    let mpi = firemesh_mpi::Mpi::init().map_err(|e| Error::Invalid(e.to_string()))?;
+    let link = mpi.link();
+    if (link.process(), link.processes()) != (world.process, world.processes) {
+        return Err(Error::Invalid(format!(
+            "{} started {} processes (this is process {}), but MPI's world holds {} (this is \
+             process {}): firemesh joins processes through MPI, so start them with mpirun, \
+             mpiexec or srun",
+            world.launcher,
+            world.processes,
+            world.process,
+            link.processes(),
+            link.process()
+        )));
+    }
+    Ok((Some(mpi), Processes::joined(link)))
+}
+
+/// Without MPI only one process trains.
+#[cfg(not(feature = "mpi"))]
+fn join(world: &firemesh_cli::world::World) -> Result<((), firemesh_cli::train::Processes)> {
+    world.check_single()?;
+    Ok(((), firemesh_cli::train::Processes::alone()))
 }

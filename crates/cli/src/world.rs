@@ -130,16 +130,32 @@ impl World {
         self.processes == 1
     }
 
-    /// A run's refusal of a world of several processes, naming what was found.
+    /// A refusal of a world of several processes by a firemesh built without MPI, naming what
+    /// was found.
     pub fn check_single(&self) -> Result<()> {
         if self.is_single() {
             return Ok(());
         }
         Err(Error::Invalid(format!(
-            "{} started {} processes (this is process {}), but firemesh trains in one process \
-             so far: run one process per job (`firemesh train --dry-run` shows the world)",
+            "{} started {} processes (this is process {}), but this firemesh was built without \
+             MPI, so it trains in one process: build it with `--features mpi` (`firemesh train \
+             --dry-run` shows the world)",
             self.launcher, self.processes, self.process
         )))
+    }
+
+    /// `path` for this process: as it is in a world of one process, else with the process's
+    /// number before its extension (`trace.json` -> `trace.process1.json`).
+    pub fn own_file(&self, path: &std::path::Path) -> std::path::PathBuf {
+        if self.is_single() {
+            return path.to_path_buf();
+        }
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let name = match path.extension() {
+            Some(ext) => format!("{stem}.process{}.{}", self.process, ext.to_string_lossy()),
+            None => format!("{stem}.process{}", self.process),
+        };
+        path.with_file_name(name)
     }
 }
 

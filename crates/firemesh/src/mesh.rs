@@ -39,6 +39,18 @@ impl RuntimeConfig {
             &self.mesh,
         )?)
     }
+
+    /// `ranks` ranks on the CPU as this process's share of the world `link` joins
+    /// ([`Mesh::in_world`]; every process calls it at once).
+    pub fn cpu_world_mesh(
+        &self,
+        ranks: usize,
+        link: std::sync::Arc<dyn firemesh_collective::ProcessLink>,
+    ) -> Result<Mesh<burn_flex::FlexDevice>> {
+        let mesh = Mesh::in_world(vec![burn_flex::FlexDevice; ranks], link)?;
+        mesh.configure(&self.mesh);
+        Ok(mesh)
+    }
 }
 
 /// Where the ranks of a run live.

@@ -57,18 +57,20 @@ impl Record {
     }
 }
 
-/// `metrics.jsonl`, appended line by line.
+/// `metrics.jsonl`, appended line by line (or only read, by the processes of a world other than
+/// process 0, which writes it).
 pub struct MetricsLog {
     path: PathBuf,
-    file: File,
+    file: Option<File>,
     /// Every record of the run, including those before a resume.
     pub records: Vec<Record>,
 }
 
 impl MetricsLog {
     /// Opens the log of `run_dir`. Resuming at `step`, the lines after it (written after the
-    /// checkpoint by the interrupted run) are dropped; a fresh run starts an empty log.
-    pub fn open(run_dir: &Path, resume_at: Option<usize>) -> Result<Self> {
+    /// checkpoint by the interrupted run) are dropped; a fresh run starts an empty log. Unless
+    /// `write`, the log is read and kept in memory only.
+    pub fn open(run_dir: &Path, resume_at: Option<usize>, write: bool) -> Result<Self> {
         let path = run_dir.join("metrics.jsonl");
         let io = |e: std::io::Error| Error::io(path.display(), e);
         let mut records = Vec::new();
@@ -82,6 +84,13 @@ impl MetricsLog {
                     }
                 }
             }
+            if !write {
+                return Ok(Self {
+                    path,
+                    file: None,
+                    records,
+                });
+            }
             let temp = run_dir.join(".metrics.jsonl.tmp");
             let mut out = File::create(&temp).map_err(io)?;
             for r in &records {
@@ -90,11 +99,16 @@ impl MetricsLog {
             out.sync_all().map_err(io)?;
             std::fs::rename(&temp, &path).map_err(io)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io)?;
+        let file = match write {
+            true => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(io)?,
+            ),
+            false => None,
+        };
         Ok(Self {
             path,
             file,
@@ -103,7 +117,9 @@ impl MetricsLog {
     }
 
     pub fn push(&mut self, record: Record) -> Result<()> {
-        writeln!(self.file, "{}", json(&record)?).map_err(|e| Error::io(self.path.display(), e))?;
+        if let Some(file) = &mut self.file {
+            writeln!(file, "{}", json(&record)?).map_err(|e| Error::io(self.path.display(), e))?;
+        }
         self.records.push(record);
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! time on worker threads), evaluates on the held-out split after every epoch, checkpoints, and
 //! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
 
+pub mod agree;
 pub(crate) mod charts;
 pub mod config;
 mod data;
@@ -17,6 +18,7 @@ mod progress;
 mod run;
 mod stop;
 
+pub use agree::Processes;
 pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
@@ -32,7 +34,12 @@ use std::path::{Path, PathBuf};
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
 /// run with the default [`RuntimeConfig`].
 pub fn run(config: &TrainConfig) -> Result<Summary> {
-    run_with(config, &RuntimeConfig::default(), &Stop::never())
+    run_with(
+        config,
+        &RuntimeConfig::default(),
+        &Stop::never(),
+        &Processes::alone(),
+    )
 }
 
 /// The mesh `config` trains on and its sequence length (GPTs), after every check that needs no
@@ -100,18 +107,12 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     let across = if world.is_single() {
         "none (one process)".to_string()
     } else {
-        let engine = match &mesh {
-            DeviceMesh::Cuda(_) => "NCCL",
-            _ => "MPI",
-        };
-        format!(
-            "{engine} on one buffer per process, bootstrapped by {}: not built yet, so a run \
-             refuses this world",
-            world.bootstrap.as_deref().unwrap_or(match world.launcher {
-                crate::world::Launcher::Slurm => "Slurm's PMI",
-                _ => "MPI",
-            })
-        )
+        match world_support(&mesh) {
+            Ok(()) => "MPI, one buffer per process after the process's own ranks (process 0 \
+                       writes the run folder)"
+                .to_string(),
+            Err(e) => format!("none: {e}"),
+        }
     };
     let world_ranks = world.processes * ranks;
     if config.batch < world_ranks {
@@ -143,33 +144,101 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     ))
 }
 
+/// Whether a run on `mesh` can span several processes: CPU meshes, through MPI, in a build
+/// with the `mpi` feature.
+fn world_support(mesh: &DeviceMesh) -> Result<()> {
+    if !cfg!(feature = "mpi") {
+        return Err(Error::Invalid(
+            "this firemesh was built without MPI, so it trains in one process: build it with \
+             `--features mpi` (needs OpenMPI and libclang) to train across processes"
+                .into(),
+        ));
+    }
+    match mesh {
+        DeviceMesh::Cpu { .. } => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "{} across processes needs NCCL between the nodes, which is not built yet: GPU \
+             meshes train in one process per job so far",
+            mesh.describe()
+        ))),
+    }
+}
+
+/// Checks a world of `processes` before it trains: a mesh it can span, a batch that splits
+/// into equal shares per process and at least one sample per rank, and the same settings on
+/// every process (refused alike on every process).
+fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -> Result<()> {
+    let count = processes.count();
+    if count == 1 {
+        return Ok(());
+    }
+    world_support(mesh)?;
+    let world_ranks = count * mesh.ranks();
+    if config.batch < world_ranks || !config.batch.is_multiple_of(count) {
+        return Err(Error::Invalid(format!(
+            "--batch {} does not fit the world: it needs at least one sample for each of the \
+             {world_ranks} ranks and an equal share for each of the {count} processes",
+            config.batch
+        )));
+    }
+    if config.zero > 0 {
+        return Err(Error::Invalid(format!(
+            "--zero {} across {count} processes is not built yet: ZeRO-1 runs in one process",
+            config.zero
+        )));
+    }
+    let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
+    let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
+    processes.check_same("the run's settings", &format!("settings digest {digest}"))
+}
+
 /// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
-/// checkpoint ([`Summary::stopped_at`]).
-pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> Result<Summary> {
+/// checkpoint ([`Summary::stopped_at`]). With several `processes` (a launcher's world joined
+/// by MPI) they train one run together: each on its own ranks, process 0 writing the run
+/// folder.
+pub fn run_with(
+    config: &TrainConfig,
+    runtime: &RuntimeConfig,
+    stop: &Stop,
+    processes: &Processes,
+) -> Result<Summary> {
     let (mesh, seq_len) = checked_mesh(config)?;
+    check_world(config, &mesh, processes)?;
     let data = data::open(config, seq_len.unwrap_or(0))?;
     let net = config
         .model
         .config(data.classes, config.image_size, data.classes)?;
     let order = pipeline::Order::new(data.train.len(), config.batch, config.seed)?;
-    let run_dir = run_dir(config)?;
+    // Process 0 finds (or makes) the run folder; the others take the one it names.
+    let run_dir = PathBuf::from(
+        processes.decided_by_lead(|| Ok(run_dir(config)?.to_string_lossy().into_owned()))?,
+    );
     let (gpus, gpu_note) = match &mesh {
         DeviceMesh::Cuda(devices) => gpu::GpuMonitor::cuda(devices.iter().map(|d| d.index)),
         _ => (gpu::GpuMonitor::none(), None),
     };
-    println!(
-        "firemesh train: {} on {}\n  data: {}\n  {} samples per step, {}, run folder {}",
-        config.model,
-        mesh.describe(),
-        data.describe,
-        config.batch,
-        match config.length {
-            Length::Epochs(e) => format!("{e} epoch(s) of {} steps", order.steps_per_epoch),
-            Length::Steps(s) => format!("{s} steps ({} per epoch)", order.steps_per_epoch),
-        },
-        run_dir.display()
-    );
-    if let Some(note) = gpu_note {
+    let world = match processes.count() {
+        1 => String::new(),
+        n => format!(
+            " in each of {n} processes ({} ranks in the world)",
+            n * mesh.ranks()
+        ),
+    };
+    if processes.leads() {
+        println!(
+            "firemesh train: {} on {}{world}\n  data: {}\n  {} samples per step, {}, run folder {}",
+            config.model,
+            mesh.describe(),
+            data.describe,
+            config.batch,
+            match config.length {
+                Length::Epochs(e) => format!("{e} epoch(s) of {} steps", order.steps_per_epoch),
+                Length::Steps(s) => format!("{s} steps ({} per epoch)", order.steps_per_epoch),
+            },
+            run_dir.display()
+        );
+    }
+    if let (Some(note), true) = (gpu_note, processes.leads()) {
         println!("  {note}");
     }
     let job = run::Job {
@@ -181,6 +250,7 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> R
         mesh_name: mesh.describe(),
         gpus,
         stop: stop.clone(),
+        processes: processes.clone(),
     };
     match &mesh {
         DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(runtime.cuda_mesh(d)?, job),
@@ -188,7 +258,11 @@ pub fn run_with(config: &TrainConfig, runtime: &RuntimeConfig, stop: &Stop) -> R
         // Flex computes where it is called: the ranks run at once on their own threads (the
         // mesh's default; `--rank-threads off` runs them in turn).
         DeviceMesh::Cpu { ranks, .. } => {
-            run::train_on::<burn_flex::Flex>(runtime.cpu_mesh(*ranks)?, job)
+            let mesh = match processes.link() {
+                None => runtime.cpu_mesh(*ranks)?,
+                Some(link) => runtime.cpu_world_mesh(*ranks, link.clone())?,
+            };
+            run::train_on::<burn_flex::Flex>(mesh, job)
         }
     }
 }

@@ -76,6 +76,7 @@ impl<B: Backend> Prefetcher<B> {
         order: Order,
         range: std::ops::Range<usize>,
         devices: Vec<B::Device>,
+        share: (usize, usize),
         prefetch: usize,
         workers: usize,
     ) -> Result<Self> {
@@ -92,13 +93,12 @@ impl<B: Backend> Prefetcher<B> {
                         if step == range.end {
                             break;
                         }
-                        let input = build(&split, &batch.indices, &devices, workers).map(|parts| {
-                            StepInput {
-                                step,
-                                position: batch.position,
-                                samples: batch.indices.len(),
-                                parts,
-                            }
+                        let mine = share_of(&batch.indices, share);
+                        let input = build(&split, mine, &devices, workers).map(|parts| StepInput {
+                            step,
+                            position: batch.position,
+                            samples: batch.indices.len(),
+                            parts,
                         });
                         let failed = input.is_err();
                         if send.send(input).is_err() || failed {
@@ -135,14 +135,33 @@ impl<B: Backend> Drop for Prefetcher<B> {
 }
 
 /// The index chunks that evaluate the first `limit` samples of a split of `len` (0: all) in
-/// batches of at most `batch`; a tail with fewer samples than `ranks` is left out.
-pub fn eval_chunks(len: usize, limit: usize, batch: usize, ranks: usize) -> Vec<Vec<usize>> {
+/// batches of at most `batch`; a tail with fewer samples than `ranks` is left out, and in a
+/// world of `processes` a chunk is cut to a multiple of them (each takes an equal share).
+pub fn eval_chunks(
+    len: usize,
+    limit: usize,
+    batch: usize,
+    ranks: usize,
+    processes: usize,
+) -> Vec<Vec<usize>> {
     let len = if limit == 0 { len } else { len.min(limit) };
+    let processes = processes.max(1);
     (0..len)
         .step_by(batch.max(1))
-        .map(|start| (start..(start + batch).min(len)).collect::<Vec<_>>())
-        .filter(|chunk| chunk.len() >= ranks)
+        .map(|start| {
+            let n = (start + batch).min(len) - start;
+            (start..start + n / processes * processes).collect::<Vec<_>>()
+        })
+        .filter(|chunk| !chunk.is_empty() && chunk.len() >= ranks)
         .collect()
+}
+
+/// Process `share.0`'s equal share of a batch's samples (of `share.1` processes, in process
+/// order): the samples of its ranks, whose blocks follow world rank order. The batch splits
+/// into equal shares (checked when the run starts).
+pub fn share_of(indices: &[usize], (process, processes): (usize, usize)) -> &[usize] {
+    let per = indices.len() / processes.max(1);
+    &indices[process * per..(process + 1) * per]
 }
 
 /// The per-rank parts of the samples `indices` (positions in `split`): rank r gets the r-th

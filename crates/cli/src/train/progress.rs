@@ -16,6 +16,8 @@ pub struct Update<'a> {
 }
 
 pub struct Progress {
+    /// Nothing is shown (the processes of a world other than process 0, which shows it).
+    silent: bool,
     bar: Option<ProgressBar>,
     total: usize,
     first: usize,
@@ -43,6 +45,7 @@ impl Progress {
             bar
         });
         Self {
+            silent: false,
             bar,
             total,
             first,
@@ -52,7 +55,23 @@ impl Progress {
         }
     }
 
+    /// Progress that shows nothing.
+    pub fn silent() -> Self {
+        Self {
+            silent: true,
+            bar: None,
+            total: 0,
+            first: 0,
+            every: 1,
+            unit: "",
+            started: Instant::now(),
+        }
+    }
+
     pub fn update(&self, u: &Update) {
+        if self.silent {
+            return;
+        }
         let gpus = if u.gpus.is_empty() {
             String::new()
         } else {
@@ -89,6 +108,9 @@ impl Progress {
 
     /// A line printed above the bar (or plainly).
     pub fn println(&self, line: &str) {
+        if self.silent {
+            return;
+        }
         match &self.bar {
             Some(bar) => bar.println(line),
             None => println!("{line}"),

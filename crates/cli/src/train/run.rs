@@ -3,12 +3,13 @@
 //! ranks before the optimizer step, so the optimizer state is replicated and a checkpoint holds
 //! exactly what the next step needs.
 
+use super::agree::Processes;
 use super::charts;
 use super::config::{Length, TrainConfig};
 use super::data::{RunData, Split};
 use super::gpu::{self, GpuMonitor};
 use super::metrics::{MetricsLog, Record, Summary};
-use super::pipeline::{build, eval_chunks, Order, Parts, Prefetcher};
+use super::pipeline::{build, eval_chunks, share_of, Order, Parts, Prefetcher};
 use super::progress::{Progress, Update};
 use super::stop::Stop;
 use crate::{Error, Result};
@@ -41,6 +42,8 @@ pub struct Job {
     pub gpus: GpuMonitor,
     /// Asks the run to stop after its current step, with a checkpoint (a termination signal).
     pub stop: Stop,
+    /// The processes training this run together; process 0 writes the run folder and prints.
+    pub processes: Processes,
 }
 
 impl Job {
@@ -79,7 +82,8 @@ impl Job {
 /// Trains `job` on `mesh` and writes its folder.
 pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> {
     let c = &job.config;
-    let ranks = mesh.len();
+    let ranks = mesh.world_len();
+    let lead = job.processes.leads();
     let total = job.total_steps();
     let schedule = job.schedule();
     let devices = mesh.devices().to_vec();
@@ -106,15 +110,19 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 start = ckpt.header.step.min(total);
                 samples_seen = ckpt.header.samples_seen;
                 scaler_state = ckpt.header.loss_scaler;
-                println!("resuming from {} (step {start} of {total})", path.display());
+                if lead {
+                    println!("resuming from {} (step {start} of {total})", path.display());
+                }
                 job.stop.checkpoint_written(&path);
                 resumed_from = Some(path);
             }
             None if checkpoints.list().is_empty() => {
-                println!(
-                    "no checkpoint yet in {}: starting from step 0",
-                    job.run_dir.display()
-                );
+                if lead {
+                    println!(
+                        "no checkpoint yet in {}: starting from step 0",
+                        job.run_dir.display()
+                    );
+                }
             }
             None => {
                 return Err(Error::checkpoint(format!(
@@ -124,6 +132,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             }
         }
     }
+    // Every process resumes from the same step (they read one folder, which process 0 writes).
+    job.processes
+        .check_same("the step to start from", &format!("step {start}"))?;
     let mut trainer = Trainer::sharded(model, optim, &mesh, c.bucket_bytes)
         .with_lr(move |step| schedule.lr(step))
         // Random draws (dropout) depend on the seed and the step only: a resumed run makes
@@ -132,7 +143,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         .starting_at(start)
         .with_precision(c.precision)?;
     trainer = trainer.with_zero(c.zero)?;
-    if c.zero == 1 && c.optimizer == firemesh_zoo::OptimizerKind::Sgd && c.momentum == 0.0 {
+    if lead && c.zero == 1 && c.optimizer == firemesh_zoo::OptimizerKind::Sgd && c.momentum == 0.0 {
         println!(
             "note: --zero 1: SGD without momentum keeps no state, so there is nothing to shard"
         );
@@ -146,16 +157,20 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             None => trainer.with_loss_scaling(c.loss_scaling)?,
         };
     }
-    let mut metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(start))?;
+    let mut metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(start), lead)?;
     let mut input = Prefetcher::<B>::start(
         job.data.train.clone(),
         job.order.clone(),
         start..total,
         devices.clone(),
+        share(&job.processes),
         c.prefetch,
         c.workers,
     )?;
-    let progress = Progress::new(start, total, c.log_every, job.unit());
+    let progress = match lead {
+        true => Progress::new(start, total, c.log_every, job.unit()),
+        false => Progress::silent(),
+    };
     let mut fallbacks = 0;
     let handoffs_before = firemesh_collective::stream::handoffs();
     let mut routes = BTreeMap::new();
@@ -239,9 +254,11 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                 last_eval = Some(record);
             }
         }
-        // A stop asked for (a termination signal) ends the run here, this step checkpointed.
-        let stopping = job.stop.requested() && done < total;
-        if done % c.checkpoint_every == 0 || done == total || stopping {
+        // A stop asked for (a termination signal, on any process) ends the run here, this
+        // step checkpointed.
+        let stopping = job.processes.any(job.stop.requested())? && done < total;
+        let checkpoint_due = done % c.checkpoint_every == 0 || done == total || stopping;
+        if checkpoint_due && lead {
             let header = Header {
                 model: c.model,
                 model_config: job.net.fingerprint(),
@@ -284,7 +301,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     if start == total {
         let epoch = job.order.position(total).epoch;
         last_eval = evaluate::<B>(&job, &model.valid(), &mesh, total, epoch)?;
-        if let Some(record) = &last_eval {
+        if let (Some(record), true) = (&last_eval, lead) {
             println!("{}", describe_eval(record));
         }
     }
@@ -293,7 +310,10 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         Some(_) => None,
         None => generate_sample::<B>(&job, &model.valid(), &mesh)?,
     };
-    let charts = charts::draw(&job.run_dir, &metrics.records, job.unit())?;
+    let charts = match lead {
+        true => charts::draw(&job.run_dir, &metrics.records, job.unit())?,
+        false => Vec::new(),
+    };
     // Over the whole run, steps before a resume included (the log holds them).
     let step_losses = || {
         metrics.records.iter().filter_map(|r| match r {
@@ -339,7 +359,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         sample,
         run_dir: job.run_dir.clone(),
     };
-    summary.write()?;
+    if lead {
+        summary.write()?;
+    }
     Ok(summary)
 }
 
@@ -401,6 +423,11 @@ fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) 
     Ok(())
 }
 
+/// This process's place among the processes: (index, count).
+fn share(processes: &Processes) -> (usize, usize) {
+    (processes.index(), processes.count())
+}
+
 /// The name a route has in summaries.
 pub fn route_name(route: Route) -> &'static str {
     match route {
@@ -444,8 +471,15 @@ fn evaluate<B: Backend>(
     let _autocast = autocast(mesh, c.precision);
     let split = &job.data.eval;
     let mut total = EvalCounts::default();
-    for chunk in eval_chunks(split.len(), c.eval_samples, c.batch, mesh.len()) {
-        let parts = build::<B>(split, &chunk, mesh.devices(), c.workers)?;
+    let share = share(&job.processes);
+    for chunk in eval_chunks(
+        split.len(),
+        c.eval_samples,
+        c.batch,
+        mesh.world_len(),
+        share.1,
+    ) {
+        let parts = build::<B>(split, share_of(&chunk, share), mesh.devices(), c.workers)?;
         let counts = model.evaluate(to_mesh::<Sharded<B>>(mesh, parts)?)?;
         total.loss_sum += counts.loss_sum;
         total.predictions += counts.predictions;
@@ -505,6 +539,8 @@ fn generate_sample<B: Backend>(
     };
     let tokens = gpt.generate(&prompt, 32, sampling, mesh)?;
     let text = tokenizer.decode(&tokens)?;
-    println!("sample: {text:?}");
+    if job.processes.leads() {
+        println!("sample: {text:?}");
+    }
     Ok(Some(text))
 }

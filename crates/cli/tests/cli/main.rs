@@ -4,7 +4,10 @@
 mod bad_input;
 mod bench;
 mod common;
+mod deploy;
 mod gpu_check;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod resume;
 mod simulate;
 mod sources;

@@ -1,0 +1,101 @@
+//! What the processes of a world agree on before and during a run: the run's settings at the
+//! start, the checkpoint a resume starts from, and whether to stop after a step. Each is one
+//! all-gather through the world's link; every process reaches the same verdict, so a refusal
+//! is the same one-line error on every process.
+
+use crate::{Error, Result};
+use firemesh_collective::ProcessLink;
+use std::sync::Arc;
+
+/// This process's place among the processes training one run, and the link that joins them
+/// (`None`: this process alone).
+#[derive(Clone, Default)]
+pub struct Processes {
+    link: Option<Arc<dyn ProcessLink>>,
+}
+
+impl Processes {
+    /// This process alone.
+    pub fn alone() -> Self {
+        Self::default()
+    }
+
+    /// The processes `link` joins.
+    pub fn joined(link: Arc<dyn ProcessLink>) -> Self {
+        Self { link: Some(link) }
+    }
+
+    /// The link, where there are several processes.
+    pub fn link(&self) -> Option<&Arc<dyn ProcessLink>> {
+        self.link.as_ref().filter(|l| l.processes() > 1)
+    }
+
+    pub fn count(&self) -> usize {
+        self.link().map_or(1, |l| l.processes())
+    }
+
+    pub fn index(&self) -> usize {
+        self.link().map_or(0, |l| l.process())
+    }
+
+    /// Whether this process writes the run folder and prints the run's progress: process 0.
+    pub fn leads(&self) -> bool {
+        self.index() == 0
+    }
+
+    /// Every process's `value`, in process order (this process's alone, without a link).
+    fn gather(&self, value: &[u8]) -> Result<Vec<Vec<u8>>> {
+        match self.link() {
+            None => Ok(vec![value.to_vec()]),
+            Some(link) => link
+                .all_gather(value)
+                .map_err(|e| Error::Invalid(format!("process {}: {e}", link.process()))),
+        }
+    }
+
+    /// Fails, on every process alike, unless every process gives the same `value` (`what` names
+    /// it in the error).
+    pub fn check_same(&self, what: &str, value: &str) -> Result<()> {
+        let all = self.gather(value.as_bytes())?;
+        let differ: Vec<String> = (all.iter().enumerate())
+            .filter(|(_, v)| *v != &all[0])
+            .map(|(p, _)| p.to_string())
+            .collect();
+        if differ.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Invalid(format!(
+            "the processes of this world disagree on {what}: process(es) {} differ from process \
+             0 ({}); start every process with the same command",
+            differ.join(", "),
+            String::from_utf8_lossy(&all[0])
+        )))
+    }
+
+    /// The value process 0 computes with `f`, on every process (the others do not call `f`);
+    /// process 0's error, the same line on every process.
+    pub fn decided_by_lead(&self, f: impl FnOnce() -> Result<String>) -> Result<String> {
+        if self.link().is_none() {
+            return f();
+        }
+        let mine = match self.leads() {
+            true => match f() {
+                Ok(v) => format!("ok:{v}"),
+                Err(e) => format!("error:{e}"),
+            },
+            false => String::new(),
+        };
+        let all = self.gather(mine.as_bytes())?;
+        let lead = String::from_utf8_lossy(&all[0]).into_owned();
+        match lead.split_once(':') {
+            Some(("ok", v)) => Ok(v.to_string()),
+            Some((_, e)) => Err(Error::Invalid(e.to_string())),
+            None => Err(Error::Invalid("process 0 sent nothing".into())),
+        }
+    }
+
+    /// Whether any process says `yes`.
+    pub fn any(&self, yes: bool) -> Result<bool> {
+        Ok(self.gather(&[yes as u8])?.iter().any(|v| v == &[1]))
+    }
+}

@@ -1,0 +1,385 @@
+//! `firemesh train` under `mpirun` (a build with `--features mpi`): processes × CPU ranks on
+//! loopback train one world. 2 processes × 2 ranks end where 1 process × 4 ranks ends (within
+//! 1e-6: the sums are added in another order), for the tiny ResNet and the tiny GPT; a process
+//! killed with SIGKILL ends the job within a bound, and `--resume` after 3 random kills ends bit
+//! for bit where an uninterrupted world ends; SIGTERM to one process stops the whole world
+//! after a step with one checkpoint; processes started with different settings are refused
+//! alike. Every `mpirun` here runs under a deadline and is killed with its processes past it.
+
+use crate::common::scratch;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn_flex::{Flex, FlexDevice};
+use firemesh::checkpoint::CheckpointDir;
+use firemesh_cli::train::ModelName;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest an `mpirun` here may take.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+/// `mpirun -np NP firemesh ARGS`, set up for this machine: as root if need be, more processes
+/// than cores allowed, no binding to cores.
+fn mpirun_command(cwd: &Path, np: usize, args: &[String]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &np.to_string(),
+    ])
+    .arg(env!("CARGO_BIN_EXE_firemesh"))
+    .args(args)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .current_dir(cwd)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for `child` until `deadline`, killing it (and the processes it started) past it.
+fn finish(mut child: Child, deadline: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > deadline {
+            for pid in children_of(child.id()) {
+                kill(pid, libc::SIGKILL);
+            }
+            let _ = child.kill();
+            panic!("mpirun ran past {} s and was killed", deadline.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mpirun(cwd: &Path, np: usize, args: &[String]) -> Output {
+    finish(mpirun_command(cwd, np, args).spawn().unwrap(), DEADLINE)
+}
+
+/// `firemesh ARGS` as one process (no launcher).
+fn alone(cwd: &Path, args: &[String]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_firemesh"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, DEADLINE)
+}
+
+fn ok(out: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// The processes `parent` started (read from /proc).
+fn children_of(parent: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the last ')'.
+            let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+            after.split_whitespace().nth(1) == Some(&parent.to_string())
+        })
+        .collect()
+}
+
+/// Whether process `pid` still runs, a second after its job ended (a zombie, ended but not yet
+/// reaped, does not).
+fn running(pid: i32) -> bool {
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map_or("", |(_, a)| a).to_string();
+        after.split_whitespace().next().map(String::from)
+    };
+    let gone = |s: Option<String>| s.is_none_or(|s| s == "Z" || s == "X");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        if gone(state()) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !gone(state())
+}
+
+fn kill(pid: i32, signal: i32) {
+    // SAFETY: a signal to a process this test started, by its id.
+    unsafe { libc::kill(pid, signal) };
+}
+
+fn args(line: &str, run_dir: &Path) -> Vec<String> {
+    line.split_whitespace()
+        .map(String::from)
+        .chain(["--run-dir".into(), run_dir.display().to_string()])
+        .collect()
+}
+
+/// The final parameters of `run_dir`'s newest checkpoint, in module order.
+fn final_params(run_dir: &Path, model: ModelName, classes: usize, image_size: usize) -> Vec<f32> {
+    let (_, ckpt) = CheckpointDir::new(run_dir)
+        .newest_valid(|w| panic!("{w}"))
+        .expect("a checkpoint");
+    let device = FlexDevice;
+    let net = model.config(classes, image_size, classes).unwrap();
+    let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .load(ckpt.model, &device)
+        .unwrap();
+    let net = net.init::<Flex>(&device).unwrap().load_record(record);
+    struct Read(Vec<f32>);
+    impl ModuleVisitor<Flex> for Read {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<Flex, D>>) {
+            self.0.extend(p.val().into_data().to_vec::<f32>().unwrap());
+        }
+    }
+    let mut read = Read(Vec::new());
+    net.visit(&mut read);
+    read.0
+}
+
+/// The step losses of `run_dir`'s metrics.
+fn losses(run_dir: &Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["kind"] == "step")
+        .map(|r| r["loss"].as_f64().unwrap())
+        .collect()
+}
+
+fn summary(run_dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn worst(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn two_processes_of_two_ranks_train_as_one_process_of_four() {
+    let cwd = scratch("mpi-equivalence");
+    crate::common::write_text(&cwd.join("text.txt"), 40);
+    let jobs = [
+        (
+            ModelName::ResnetTiny,
+            "--model resnet-tiny --image-size 8 --samples 96 --eval-samples 16",
+            10,
+            8,
+        ),
+        (
+            ModelName::GptTiny,
+            "--model gpt-tiny --data text:text.txt --seq-len 16 --eval-samples 8",
+            256,
+            32,
+        ),
+    ];
+    for (model, job, classes, image_size) in jobs {
+        let common = format!("train --mesh cpu --batch 8 --steps 6 --checkpoint-every 3 {job}");
+        let one = cwd.join(format!("{model}-1x4"));
+        let two = cwd.join(format!("{model}-2x2"));
+        ok(&alone(&cwd, &args(&format!("{common} --ranks 4"), &one)));
+        let text = ok(&mpirun(
+            &cwd,
+            2,
+            &args(&format!("{common} --ranks 2"), &two),
+        ));
+        // One process prints the run and writes its folder.
+        assert_eq!(text.matches("firemesh train:").count(), 1, "{text}");
+        assert!(
+            text.contains("in each of 2 processes (4 ranks in the world)"),
+            "{text}"
+        );
+        let s = summary(&two);
+        assert_eq!(s["ranks"], 4);
+        assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
+        let (want, got) = (losses(&one), losses(&two));
+        assert_eq!(want.len(), 6);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-6 * w.abs(),
+                "{model} step {i}: {g} vs {w}"
+            );
+        }
+        let apart = worst(
+            &final_params(&two, model, classes, image_size),
+            &final_params(&one, model, classes, image_size),
+        );
+        assert!(apart <= 1e-6, "{model}: parameters {apart} apart");
+        println!("{model}: 2 processes x 2 ranks against 1 x 4: parameters {apart:e} apart");
+    }
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+const STEPS: usize = 30;
+
+fn fault_args(run_dir: &Path, extra: &str) -> Vec<String> {
+    let line = format!(
+        "train --mesh cpu --ranks 2 --model resnet-tiny --image-size 8 --batch 8 --samples 96 \
+         --eval-samples 16 --steps {STEPS} --checkpoint-every 3 --seed 9 {extra}"
+    );
+    args(&line, run_dir)
+}
+
+/// Step records in the run's metrics so far.
+fn steps_logged(run_dir: &Path) -> usize {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.contains("\"kind\":\"step\""))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Starts an `mpirun` world of 2 processes and waits until it has logged `steps` steps;
+/// returns it and its two firemesh processes.
+fn world_at_step(cwd: &Path, args: &[String], steps: usize) -> (Child, Vec<i32>) {
+    let mut child = mpirun_command(cwd, 2, args).spawn().unwrap();
+    let run_dir = PathBuf::from(args.last().unwrap());
+    let start = Instant::now();
+    while steps_logged(&run_dir) < steps {
+        assert!(child.try_wait().unwrap().is_none(), "the world ended early");
+        assert!(start.elapsed() < DEADLINE, "no {steps} steps in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let processes = children_of(child.id());
+    assert_eq!(processes.len(), 2, "mpirun's processes: {processes:?}");
+    (child, processes)
+}
+
+/// A small deterministic generator for the kill moments (seeded from the clock, printed).
+struct Moments(u64);
+impl Moments {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound.max(1)
+    }
+}
+
+/// A process killed with SIGKILL ends the world: `mpirun` exits non-zero, naming the lost
+/// process, within 60 s. Three such kills at random steps of random processes, each followed
+/// by `--resume` of the whole world, end bit for bit where an uninterrupted world ends.
+#[test]
+fn a_world_killed_three_times_and_resumed_ends_bit_identical() {
+    let cwd = scratch("mpi-kills");
+    let reference = cwd.join("reference");
+    ok(&mpirun(&cwd, 2, &fault_args(&reference, "")));
+    let want = summary(&reference)["params_digest"].clone();
+
+    let run = cwd.join("killed");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!("kill moments seeded with {seed}");
+    let mut moments = Moments(seed);
+    let mut resume = "";
+    for kill_no in 0..3 {
+        let done = steps_logged(&run);
+        let at = done + 1 + moments.next(((STEPS - done) / 3).max(1) as u64) as usize;
+        let (child, processes) = world_at_step(&cwd, &fault_args(&run, resume), at);
+        let victim = processes[moments.next(2) as usize];
+        let killed = Instant::now();
+        kill(victim, libc::SIGKILL);
+        let out = finish(child, Duration::from_secs(60));
+        let ended = killed.elapsed();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "kill {kill_no}: {text}");
+        // mpirun names the lost process: "process rank 1 ... exited on signal 9 (Killed)".
+        assert!(
+            text.contains("process rank") && text.contains("signal 9"),
+            "kill {kill_no}: {text}"
+        );
+        let left: Vec<_> = processes.iter().filter(|p| running(**p)).collect();
+        assert!(left.is_empty(), "kill {kill_no}: processes left: {left:?}");
+        println!(
+            "kill {kill_no}: process {victim} at step {at}: the world ended in {:.2} s",
+            ended.as_secs_f64()
+        );
+        resume = "--resume";
+    }
+    ok(&mpirun(&cwd, 2, &fault_args(&run, "--resume")));
+    assert_eq!(summary(&run)["params_digest"], want);
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+/// SIGTERM to one process (not process 0) stops the whole world after the same step: process
+/// 0 writes one checkpoint of it, every process exits 0, and the outcome is in the summary and
+/// the last line; `--resume` then ends bit for bit where an uninterrupted world ends.
+#[test]
+fn sigterm_to_one_process_stops_the_world_with_a_checkpoint_and_resume_ends_bit_identical() {
+    let cwd = scratch("mpi-sigterm");
+    let reference = cwd.join("reference");
+    ok(&mpirun(&cwd, 2, &fault_args(&reference, "")));
+    let want = summary(&reference)["params_digest"].clone();
+
+    let run = cwd.join("stopped");
+    let (child, processes) = world_at_step(&cwd, &fault_args(&run, ""), 4);
+    // The process that is not mpirun's first child need not be process 0: either works, the
+    // point is that one process's signal stops them all.
+    kill(processes[1], libc::SIGTERM);
+    let text = ok(&finish(child, Duration::from_secs(60)));
+    let s = summary(&run);
+    let stopped = s["stopped_at"].as_u64().expect("the run stopped early") as usize;
+    assert!(stopped < STEPS, "{s}");
+    let last = text
+        .lines()
+        .rfind(|l| l.starts_with("stopped"))
+        .unwrap_or("");
+    assert!(last.contains(&format!("{stopped} of {STEPS}")), "{text}");
+    assert!(run
+        .join(format!("checkpoints/step-{stopped:08}.ckpt"))
+        .exists());
+    ok(&mpirun(&cwd, 2, &fault_args(&run, "--resume")));
+    assert_eq!(summary(&run)["params_digest"], want);
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+/// Processes started with different settings (here the learning rate) are refused at start, each with
+/// the same one line, before anything is written.
+#[test]
+fn processes_with_different_settings_are_refused_alike() {
+    let cwd = scratch("mpi-mismatch");
+    let run = cwd.join("run");
+    let a = fault_args(&run, "--lr 0.1");
+    let b = fault_args(&run, "--lr 0.2");
+    let mut c = mpirun_command(&cwd, 1, &a);
+    c.arg(":")
+        .args(["-np", "1", env!("CARGO_BIN_EXE_firemesh")])
+        .args(&b);
+    let out = finish(c.spawn().unwrap(), DEADLINE);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("disagree on the run's settings"))
+        .collect();
+    assert_eq!(lines.len(), 2, "one line from each process: {stderr}");
+    assert!(lines.iter().all(|l| *l == lines[0]), "{stderr}");
+    assert!(!run.exists(), "a refused world wrote its run folder");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}

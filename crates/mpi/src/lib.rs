@@ -1,0 +1,130 @@
+//! firemesh-mpi: the processes of a firemesh world joined by MPI, the engine the field trusts
+//! to start, bootstrap and (on CPU meshes) carry data between processes. [`Mpi::init`] joins
+//! the world `mpirun`, `mpiexec` or `srun` started; its [`MpiLink`] is the
+//! [`ProcessLink`] a `Mesh::in_world` takes.
+//!
+//! MPI is initialised with `MPI_THREAD_SERIALIZED`: the link takes a lock around every call,
+//! so any thread may use it, one at a time.
+
+use firemesh_collective::{LinkError, ProcessLink};
+use mpi::collective::CommunicatorCollectives;
+use mpi::datatype::PartitionMut;
+use mpi::environment::Universe;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::Threading;
+use std::sync::{Arc, Mutex};
+
+/// MPI, initialised: dropping it finalises MPI (after which no link may be used), which a
+/// process must do before it exits normally, or `mpirun` reports the job as failed.
+pub struct Mpi {
+    _universe: Universe,
+    link: Arc<MpiLink>,
+}
+
+/// This process's link to the others: MPI's world communicator.
+pub struct MpiLink {
+    world: Mutex<SimpleCommunicator>,
+    process: usize,
+    processes: usize,
+}
+
+// SAFETY: MPI was initialised with at least `MPI_THREAD_SERIALIZED`, and every use of the
+// communicator handle is under the mutex, so calls never overlap; the handle itself is a
+// process-wide value (MPI_COMM_WORLD), valid on any thread.
+unsafe impl Send for MpiLink {}
+unsafe impl Sync for MpiLink {}
+
+impl Mpi {
+    /// Initialises MPI and joins its world: the processes the launcher started (one, started
+    /// without a launcher). Fails if MPI was initialised already, or cannot serialise calls
+    /// from several threads.
+    pub fn init() -> Result<Self, LinkError> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
+            .ok_or_else(|| LinkError("MPI was initialised already in this process".into()))?;
+        if threading < Threading::Serialized {
+            return Err(LinkError(format!(
+                "this MPI library gives {threading:?} thread support; firemesh needs Serialized"
+            )));
+        }
+        let world = universe.world();
+        let link = MpiLink {
+            process: world.rank() as usize,
+            processes: world.size() as usize,
+            world: Mutex::new(world),
+        };
+        Ok(Self {
+            _universe: universe,
+            link: Arc::new(link),
+        })
+    }
+
+    /// The link, for `Mesh::in_world` and for the run's own agreements.
+    pub fn link(&self) -> Arc<MpiLink> {
+        self.link.clone()
+    }
+
+    /// The MPI library's version line.
+    pub fn library_version() -> String {
+        mpi::environment::library_version().unwrap_or_else(|_| "MPI".into())
+    }
+}
+
+impl ProcessLink for MpiLink {
+    fn process(&self) -> usize {
+        self.process
+    }
+
+    fn processes(&self) -> usize {
+        self.processes
+    }
+
+    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
+        let n = self.processes;
+        let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
+        let too_long = || LinkError(format!("{} bytes: MPI counts are 32-bit", bytes.len()));
+        let len = i32::try_from(bytes.len()).map_err(|_| too_long())?;
+        let mut lens = vec![0i32; n];
+        world.all_gather_into(&len, &mut lens[..]);
+        let mut starts = Vec::with_capacity(n);
+        let mut total = 0i64;
+        for &l in &lens {
+            starts.push(i32::try_from(total).map_err(|_| too_long())?);
+            total += i64::from(l);
+        }
+        let mut all = vec![0u8; total as usize];
+        // Every process sees the same lengths: with no byte to move, none calls MPI (OpenMPI
+        // refuses the empty buffers' equal dangling addresses as aliased).
+        if total > 0 {
+            static NOTHING: [u8; 1] = [0];
+            let send = if bytes.is_empty() {
+                &NOTHING[..0]
+            } else {
+                bytes
+            };
+            let mut into = PartitionMut::new(&mut all[..], &lens[..], &starts[..]);
+            world.all_gather_varcount_into(send, &mut into);
+        }
+        Ok(lens
+            .iter()
+            .zip(&starts)
+            .map(|(&l, &s)| all[s as usize..(s + l) as usize].to_vec())
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Started without a launcher, MPI's world is this one process (a singleton).
+    #[test]
+    fn without_a_launcher_the_world_is_this_process_and_gathers_its_own_bytes() {
+        let mpi = Mpi::init().expect("MPI starts as a singleton");
+        let link = mpi.link();
+        assert_eq!((link.process(), link.processes()), (0, 1));
+        assert_eq!(link.all_gather(b"abc").unwrap(), vec![b"abc".to_vec()]);
+        assert_eq!(link.all_gather(b"").unwrap(), vec![Vec::<u8>::new()]);
+        assert!(Mpi::init().is_err(), "a second init is refused");
+        assert!(!Mpi::library_version().is_empty());
+    }
+}
