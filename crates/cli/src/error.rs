@@ -17,6 +17,10 @@ pub enum Error {
     /// A command-line or configuration value that cannot be used.
     #[error("{0}")]
     Invalid(String),
+    /// A refusal that every process of a world reaches at the same point, together (they
+    /// disagree on the settings or the start step; process 0 cannot make the run folder).
+    #[error("{0}")]
+    World(String),
     #[error(transparent)]
     Dataset(#[from] DatasetError),
     #[error(transparent)]

@@ -110,7 +110,7 @@ fn main() {
             match world {
                 Ok(world) => world,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say_error(&e);
                     std::process::exit(1);
                 }
             }
@@ -124,7 +124,7 @@ fn main() {
         Command::Train { dry_run: false, .. } => match join(&world) {
             Ok(joined) => joined,
             Err(e) => {
-                eprintln!("error: {e}");
+                say_error(&e);
                 std::process::exit(1);
             }
         },
@@ -142,7 +142,7 @@ fn main() {
     let flush = match init_tracing(trace.as_deref()) {
         Ok(flush) => flush,
         Err(e) => {
-            eprintln!("error: {e}");
+            say_error(&e);
             std::process::exit(1);
         }
     };
@@ -174,9 +174,23 @@ fn main() {
     };
     drop(flush); // completes the trace file, also when the run failed
     if let Err(e) = result {
-        eprintln!("error: {e}");
+        // A refusal the whole world reached together: every process has printed it before any
+        // exits (mpirun ends the job at the first process that fails).
+        let together = matches!(e, Error::World(_));
+        say_error(&e);
+        if together {
+            let _ = processes.barrier();
+        }
         std::process::exit(1);
     }
+}
+
+/// `error: E` on stderr in one write, so that the lines of a world's processes, which mpirun
+/// forwards through one stream, do not interleave.
+fn say_error(e: &dyn std::fmt::Display) {
+    use std::io::Write;
+    let line = format!("error: {e}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// `RUST_LOG=firemesh=debug` (say) prints tracing output; `trace` writes the per-rank

@@ -127,7 +127,8 @@ impl CheckpointDir {
         &self.dir
     }
 
-    fn file(&self, step: usize) -> PathBuf {
+    /// Where the checkpoint of `step` is (or will be) written.
+    pub fn file(&self, step: usize) -> PathBuf {
         self.dir.join(format!("step-{step:08}.ckpt"))
     }
 

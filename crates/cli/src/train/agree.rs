@@ -64,7 +64,7 @@ impl Processes {
         if differ.is_empty() {
             return Ok(());
         }
-        Err(Error::Invalid(format!(
+        Err(Error::World(format!(
             "the processes of this world disagree on {what}: process(es) {} differ from process \
              0 ({}); start every process with the same command",
             differ.join(", "),
@@ -89,9 +89,14 @@ impl Processes {
         let lead = String::from_utf8_lossy(&all[0]).into_owned();
         match lead.split_once(':') {
             Some(("ok", v)) => Ok(v.to_string()),
-            Some((_, e)) => Err(Error::Invalid(e.to_string())),
+            Some((_, e)) => Err(Error::World(e.to_string())),
             None => Err(Error::Invalid("process 0 sent nothing".into())),
         }
+    }
+
+    /// Waits until every process has come here.
+    pub fn barrier(&self) -> Result<()> {
+        self.gather(&[]).map(|_| ())
     }
 
     /// Whether any process says `yes`.

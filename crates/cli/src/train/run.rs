@@ -288,6 +288,12 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             job.stop.checkpoint_written(&path);
             last_checkpoint = Some(path);
         }
+        if checkpoint_due && !lead {
+            // Process 0 writes it: a forced stop of this process names it too.
+            let path = checkpoints.file(done);
+            job.stop.checkpoint_written(&path);
+            last_checkpoint = Some(path);
+        }
         if stopping {
             stopped_at = Some(done);
             break;
