@@ -190,7 +190,10 @@ impl<D: DeviceOps> Mesh<D> {
         let counts = link.all_gather(&(devices.len() as u64).to_le_bytes())?;
         let counts: Vec<String> = counts
             .iter()
-            .map(|b| crate::world::number(b).to_string())
+            .map(|b| match <[u8; 8]>::try_from(&b[..]) {
+                Ok(n) => u64::from_le_bytes(n).to_string(),
+                Err(_) => format!("{b:?}"),
+            })
             .collect();
         if counts.iter().any(|c| *c != counts[0]) {
             return Err(MeshError::UnevenWorld(format!(
@@ -274,31 +277,6 @@ impl<D: DeviceOps> Mesh<D> {
         &self.inner.devices[rank]
     }
 
-    /// The link to the other processes of this mesh's world, if it has several.
-    pub fn link(&self) -> Option<&Arc<dyn ProcessLink>> {
-        self.inner.world.as_ref()
-    }
-
-    /// The processes of the world (1 without a link).
-    pub fn processes(&self) -> usize {
-        self.link().map_or(1, |l| l.processes())
-    }
-
-    /// This process's place in the world (0 without a link).
-    pub fn process(&self) -> usize {
-        self.link().map_or(0, |l| l.process())
-    }
-
-    /// The ranks of the whole world: this process's times the processes.
-    pub fn world_len(&self) -> usize {
-        self.len() * self.processes()
-    }
-
-    /// The world rank of local rank `rank`.
-    pub fn world_rank(&self, rank: usize) -> usize {
-        self.process() * self.len() + rank
-    }
-
     /// The collective groups registered here, one per inner backend (see `route.rs`).
     pub(crate) fn collective_groups(&self) -> &RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
         &self.inner.collectives
@@ -331,6 +309,31 @@ fn registry<D: DeviceOps, T>(f: impl FnOnce(&mut Vec<Mesh<D>>) -> T) -> T {
 }
 
 impl<D> Mesh<D> {
+    /// The link to the other processes of this mesh's world, if it has several.
+    pub fn link(&self) -> Option<&Arc<dyn ProcessLink>> {
+        self.inner.world.as_ref()
+    }
+
+    /// The processes of the world (1 without a link).
+    pub fn processes(&self) -> usize {
+        self.link().map_or(1, |l| l.processes())
+    }
+
+    /// This process's place in the world (0 without a link).
+    pub fn process(&self) -> usize {
+        self.link().map_or(0, |l| l.process())
+    }
+
+    /// The ranks of the whole world: this process's times the processes.
+    pub fn world_len(&self) -> usize {
+        self.inner.devices.len() * self.processes()
+    }
+
+    /// The world rank of local rank `rank`.
+    pub fn world_rank(&self, rank: usize) -> usize {
+        self.process() * self.inner.devices.len() + rank
+    }
+
     /// Whether every rank but the first has its own long-lived thread that runs the rank's
     /// share of each op, in order, while the calling thread runs rank 0's and goes on (instead
     /// of all ranks in turn on the calling thread). The calling thread waits for a rank's thread

@@ -115,11 +115,15 @@ impl EarlyBuckets {
 
     /// Parameter gradients that this thread's ops make on `mesh` join these buckets until the
     /// returned value drops (then the buckets this thread armed there before, if any, are armed
-    /// again). Other threads' ops on the mesh do not see them.
+    /// again). Other threads' ops on the mesh do not see them. On a mesh that is one process's
+    /// share of a world ([`Mesh::in_world`]) nothing is armed: every process must cross the
+    /// processes in one order, which a communication thread beside the step's own sums would
+    /// not keep; the gradients are summed at the step.
     pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
         let thread = std::thread::current().id();
-        let previous = mesh.swap_early_buckets(thread, Some(session));
+        let session = (mesh.processes() == 1).then_some(session);
+        let previous = mesh.swap_early_buckets(thread, session);
         Armed {
             mesh: mesh.clone(),
             thread,

@@ -112,7 +112,7 @@ pub(crate) fn broadcast(m: &[Meta], linear: Linear) -> Plan {
 
 /// A product or quotient whose `Partial` operand is broadcast to a larger result: that operand
 /// is summed first, and the result sharded along the longest dim it broadcasts over (even
-/// blocks, the other operands sliced). Kept `Partial`, the result would cost a sum of its own
+/// blocks, the other operands sliced; across processes, a dim they can share equally). Kept `Partial`, the result would cost a sum of its own
 /// size wherever it is used next: BatchNorm's backward pass multiplies a channel-sized
 /// `Partial` gradient into an activation-sized tensor, and the activation-sized sum took most
 /// of a ResNet step's communication.
@@ -125,8 +125,10 @@ fn sum_before_broadcast(m: &[Meta]) -> Option<Plan> {
         .map(|d| m.iter().map(|x| x.shape[d]).max().unwrap_or(1))
         .collect();
     let partial = m.iter().find(|x| x.is(Placement::Partial))?;
+    // In a world of processes, only a dim every process can hold an equal share of.
     let d = (0..rank)
         .filter(|&d| partial.shape[d] == 1 && out[d] > 1)
+        .filter(|&d| out[d].is_multiple_of(partial.processes))
         .max_by_key(|&d| out[d])?;
     let wants = m
         .iter()
