@@ -97,10 +97,7 @@ impl ProcessLink for ThreadLink {
         round.given[self.process] = Some(bytes.to_vec());
         w.arrived.notify_all();
         while round.number == number && round.given.iter().any(Option::is_none) {
-            round = match wait(w, round) {
-                Ok(r) => r,
-                Err(e) => return Err(e),
-            };
+            round = wait(w, round)?;
             if round.failed.is_some() {
                 return Err(lost(&round));
             }

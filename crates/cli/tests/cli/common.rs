@@ -142,3 +142,26 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// Step records in the run's metrics so far.
+pub fn steps_logged(run_dir: &Path) -> usize {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.contains("\"kind\":\"step\""))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A small deterministic generator for the kill moments (seeded from the clock, printed).
+pub struct Moments(pub u64);
+impl Moments {
+    pub fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound.max(1)
+    }
+}

@@ -6,7 +6,7 @@
 //! after a step with one checkpoint; processes started with different settings are refused
 //! alike. Every `mpirun` here runs under a deadline and is killed with its processes past it.
 
-use crate::common::scratch;
+use crate::common::{scratch, steps_logged, Moments};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
@@ -240,15 +240,17 @@ fn fault_args(run_dir: &Path, extra: &str) -> Vec<String> {
     args(&line, run_dir)
 }
 
-/// Step records in the run's metrics so far.
-fn steps_logged(run_dir: &Path) -> usize {
-    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .map(|t| {
-            t.lines()
-                .filter(|l| l.contains("\"kind\":\"step\""))
-                .count()
-        })
-        .unwrap_or(0)
+/// The parameter digest of the fault tests' job run through by a world of 2 processes.
+fn uninterrupted_digest(cwd: &Path) -> serde_json::Value {
+    let reference = cwd.join("reference");
+    ok(&mpirun(cwd, 2, &fault_args(&reference, "")));
+    summary(&reference)["params_digest"].clone()
+}
+
+/// Resumes the world of `run` to its end, which must hold the parameters `want` bit for bit.
+fn resume_to_the_end(cwd: &Path, run: &Path, want: &serde_json::Value) {
+    ok(&mpirun(cwd, 2, &fault_args(run, "--resume")));
+    assert_eq!(&summary(run)["params_digest"], want);
 }
 
 /// Starts an `mpirun` world of 2 processes and waits until it has logged `steps` steps;
@@ -267,27 +269,13 @@ fn world_at_step(cwd: &Path, args: &[String], steps: usize) -> (Child, Vec<i32>)
     (child, processes)
 }
 
-/// A small deterministic generator for the kill moments (seeded from the clock, printed).
-struct Moments(u64);
-impl Moments {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound.max(1)
-    }
-}
-
 /// A process killed with SIGKILL ends the world: `mpirun` exits non-zero, naming the lost
 /// process, within 60 s. Three such kills at random steps of random processes, each followed
 /// by `--resume` of the whole world, end bit for bit where an uninterrupted world ends.
 #[test]
 fn a_world_killed_three_times_and_resumed_ends_bit_identical() {
     let cwd = scratch("mpi-kills");
-    let reference = cwd.join("reference");
-    ok(&mpirun(&cwd, 2, &fault_args(&reference, "")));
-    let want = summary(&reference)["params_digest"].clone();
+    let want = uninterrupted_digest(&cwd);
 
     let run = cwd.join("killed");
     let seed = std::time::SystemTime::now()
@@ -322,8 +310,7 @@ fn a_world_killed_three_times_and_resumed_ends_bit_identical() {
         );
         resume = "--resume";
     }
-    ok(&mpirun(&cwd, 2, &fault_args(&run, "--resume")));
-    assert_eq!(summary(&run)["params_digest"], want);
+    resume_to_the_end(&cwd, &run, &want);
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
@@ -333,9 +320,7 @@ fn a_world_killed_three_times_and_resumed_ends_bit_identical() {
 #[test]
 fn sigterm_to_one_process_stops_the_world_with_a_checkpoint_and_resume_ends_bit_identical() {
     let cwd = scratch("mpi-sigterm");
-    let reference = cwd.join("reference");
-    ok(&mpirun(&cwd, 2, &fault_args(&reference, "")));
-    let want = summary(&reference)["params_digest"].clone();
+    let want = uninterrupted_digest(&cwd);
 
     let run = cwd.join("stopped");
     let (child, processes) = world_at_step(&cwd, &fault_args(&run, ""), 4);
@@ -354,8 +339,7 @@ fn sigterm_to_one_process_stops_the_world_with_a_checkpoint_and_resume_ends_bit_
     assert!(run
         .join(format!("checkpoints/step-{stopped:08}.ckpt"))
         .exists());
-    ok(&mpirun(&cwd, 2, &fault_args(&run, "--resume")));
-    assert_eq!(summary(&run)["params_digest"], want);
+    resume_to_the_end(&cwd, &run, &want);
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 

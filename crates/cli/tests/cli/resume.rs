@@ -3,7 +3,7 @@
 //! uninterrupted run bit for bit. Damaged checkpoints are skipped, checkpoints of another
 //! model are refused, and a diverging loss stops the run keeping the last good checkpoint.
 
-use crate::common::{cli, scratch, snapshot};
+use crate::common::{cli, scratch, snapshot, steps_logged, Moments};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -80,18 +80,6 @@ fn checkpointed(run_dir: &Path) -> usize {
                 .unwrap_or(0)
         })
         .unwrap_or(0)
-}
-
-/// A small deterministic generator for the kill moments (seeded from the clock, printed).
-struct Moments(u64);
-impl Moments {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound.max(1)
-    }
 }
 
 const KILLS: usize = 12;
@@ -511,17 +499,6 @@ fn a_zero1_run_resumes_bit_identical_and_onto_another_rank_count() {
         "{three:?}: sliced again"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Step records in the run's metrics so far.
-fn steps_logged(run_dir: &Path) -> usize {
-    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .map(|t| {
-            t.lines()
-                .filter(|l| l.contains("\"kind\":\"step\""))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 /// Spawns `firemesh ARGS` in `cwd`, its output piped.
