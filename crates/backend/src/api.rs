@@ -296,7 +296,9 @@ pub fn placement_int<Bk: MeshBackend, const D: usize>(t: &Tensor<Bk, D, Int>) ->
     Bk::int_sharded(t.clone().into_primitive()).placement()
 }
 
-/// The same value with placement `p` (`Shard` splits evenly).
+/// The same value with placement `p` (`Shard` splits evenly). In a world of processes
+/// ([`Mesh::in_world`]) a `Shard(d)` needs a dim whose length every process can hold an equal
+/// share of; any other panics.
 pub fn redistribute<Bk: MeshBackend, const D: usize>(
     t: Tensor<Bk, D>,
     p: Placement,

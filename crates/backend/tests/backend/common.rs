@@ -46,8 +46,46 @@ pub fn placements(shape: &[usize], ranks: usize) -> Vec<Layout> {
     out
 }
 
+/// Processes of the world meshes `check_op!` runs every op on too (threads joined by a
+/// `ThreadWorld`), each with 1 and with 2 ranks.
+pub const WORLD_PROCESSES: usize = 2;
+
+/// One link per process of a fresh world of [`WORLD_PROCESSES`], taken by the threads that
+/// stand in for them (each pops one).
+pub fn world_links() -> std::sync::Mutex<Vec<firemesh_collective::ThreadLink>> {
+    let links = firemesh_collective::ThreadWorld::links(
+        WORLD_PROCESSES,
+        std::time::Duration::from_secs(60),
+    );
+    std::sync::Mutex::new(links)
+}
+
+/// A mesh of `ranks` CPU ranks as the share of one process (the thread that pops a link of
+/// `links`) of its world.
+pub fn world_mesh(
+    ranks: usize,
+    links: &std::sync::Mutex<Vec<firemesh_collective::ThreadLink>>,
+) -> Mesh<FlexDevice> {
+    let link = links.lock().unwrap().pop().expect("a link per process");
+    let link: std::sync::Arc<dyn firemesh_collective::ProcessLink> = std::sync::Arc::new(link);
+    Mesh::in_world(vec![CPU; ranks], link).expect("a world mesh")
+}
+
+/// The layouts of an input on a world of `processes` processes of `ranks` ranks: every
+/// placement, a sharding only of a dim every process can hold an equal share of.
+pub fn world_placements(shape: &[usize], processes: usize, ranks: usize) -> Vec<Layout> {
+    let mut out = vec![Layout::Replicated, Layout::Partial];
+    for (d, len) in shape.iter().enumerate().take(2) {
+        if *len >= processes * ranks && len % processes == 0 {
+            out.push(Layout::Shard(d));
+        }
+    }
+    out
+}
+
 /// `t` on the mesh laid out as `layout`. A `Partial` value is split into N addends that are
-/// not trivial: rank r holds the elements whose flat index is r mod N.
+/// not trivial: rank r holds the elements whose flat index is r mod N (N and r over the world,
+/// on a mesh that is a process's share of one).
 pub fn lift<Bk, const D: usize>(
     t: &Tensor<Ref, D>,
     mesh: &Mesh<FlexDevice>,
@@ -57,7 +95,7 @@ where
     Bk: MeshBackend<Inner = Ref>,
 {
     let data = t.to_data();
-    let n = mesh.len();
+    let n = mesh.world_len();
     let p = match layout {
         Layout::Replicated => Placement::Replicated,
         Layout::Partial => Placement::Partial,
@@ -88,8 +126,9 @@ where
     };
     if p == Placement::Partial {
         let values: Vec<f32> = data.iter::<f32>().collect();
-        let parts = (0..n)
+        let parts = (0..mesh.len())
             .map(|r| {
+                let r = mesh.world_rank(r);
                 let v: Vec<f32> = values
                     .iter()
                     .enumerate()
@@ -101,16 +140,20 @@ where
         return from_parts::<Bk, D>(mesh, parts, p).expect("valid parts");
     }
     let whole = Tensor::<Bk, D>::from_data(data, mesh);
-    if p == Placement::Replicated || usable(p, &t.dims(), mesh.len()) {
+    if p == Placement::Replicated || usable(p, &t.dims(), mesh) {
         redistribute(whole, p)
     } else {
         whole
     }
 }
 
-fn usable(p: Placement, dims: &[usize], ranks: usize) -> bool {
+/// Whether an input of `dims` can take placement `p` on `mesh`: a sharded dim needs a row per
+/// rank, and an equal share for every process of a world.
+fn usable(p: Placement, dims: &[usize], mesh: &Mesh<FlexDevice>) -> bool {
     match p {
-        Placement::Shard(d) => dims.get(d).is_some_and(|l| *l >= ranks),
+        Placement::Shard(d) => dims
+            .get(d)
+            .is_some_and(|l| *l >= mesh.world_len() && l % mesh.processes() == 0),
         _ => true,
     }
 }
@@ -187,6 +230,58 @@ macro_rules! check_op {
                     common::assert_close(got, want.clone(), 1e-5, &ctx);
                     cases.push(common::Case { ranks, first: p, rest: q, fallbacks: counts.total_fallbacks() });
                 }
+            }
+        }
+        // The same on worlds of processes (threads standing in for them), 1 and 2 ranks each:
+        // every process must get the whole value, and count the same fallbacks.
+        for ranks in 1..=2 {
+            let layouts: Vec<(common::Layout, common::Layout)> =
+                common::world_placements(&$first.dims(), common::WORLD_PROCESSES, ranks)
+                    .into_iter()
+                    .flat_map(|p| [(p, common::Layout::Replicated), (p, p)])
+                    .collect();
+            let links = common::world_links();
+            let per_process: Vec<Vec<(burn::tensor::TensorData, u64)>> = std::thread::scope(|s| {
+                let runs: Vec<_> = (0..common::WORLD_PROCESSES)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mesh = common::world_mesh(ranks, &links);
+                            layouts
+                                .iter()
+                                .map(|&(p, q)| {
+                                    let _ = q; // the other inputs' layout, where there are some
+                                    let (got, counts) = firemesh_backend::stats::count(|| {
+                                        let $first = common::lift::<common::S, _>(&$first, &mesh, p);
+                                        let $dev = $first.device();
+                                        $(let $rest = common::lift::<common::S, _>(&$rest, &mesh, q);)*
+                                        $body.into_data()
+                                    });
+                                    (got, counts.total_fallbacks())
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                runs.into_iter().map(|r| r.join().expect("a process of the world")).collect()
+            });
+            for (process, results) in per_process.iter().enumerate() {
+                for (i, ((p, q), (got, fallbacks))) in layouts.iter().zip(results).enumerate() {
+                    let world = common::WORLD_PROCESSES;
+                    let ctx = format!(
+                        "{} on process {process} of a world of {world} x {ranks} ranks, first {p:?}, rest {q:?}",
+                        $name
+                    );
+                    common::assert_close(got.clone(), want.clone(), 1e-5, &ctx);
+                    assert_eq!(*fallbacks, per_process[0][i].1, "{ctx}: fallbacks against process 0");
+                }
+            }
+            for ((p, q), (_, fallbacks)) in layouts.iter().zip(&per_process[0]) {
+                cases.push(common::Case {
+                    ranks: common::WORLD_PROCESSES * ranks,
+                    first: *p,
+                    rest: *q,
+                    fallbacks: *fallbacks,
+                });
             }
         }
         common::Fallbacks { op: $name, cases }
