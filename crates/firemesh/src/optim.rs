@@ -5,6 +5,7 @@ pub use firemesh_zoo::OptimizerKind;
 
 use crate::{Error, Result};
 use burn::module::AutodiffModule;
+use burn::module::ParamId;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
@@ -12,7 +13,7 @@ use burn::optim::{
     AdamW, AdamWConfig, GradientsParams, LearningRate, MultiGradientsParams, Optimizer, Sgd,
     SgdConfig,
 };
-use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Record, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +56,28 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
         bytes.map_err(|e| Error::Checkpoint(format!("cannot serialize the optimizer: {e}")))
     }
 
+    /// [`Self::to_bytes`] for a mesh that is one process's share of a world: the state is read
+    /// parameter by parameter first, in `module`'s order. Reading a tensor sharded over the
+    /// world (ZeRO-1's state) gathers it across the processes, which must all do so in one
+    /// order; the state's map iterates in another order in every process, and parameter ids
+    /// differ between processes.
+    pub fn to_bytes_in_order(&self, module: &M, device: &B::Device) -> Result<Vec<u8>> {
+        let order = burn::module::list_param_ids(module);
+        let bytes = match self {
+            Self::Sgd(o) => Recorder::<B>::record(
+                &Bytes::new(),
+                in_order::<B, _, _>(o.to_record(), &order, device)?,
+                (),
+            ),
+            Self::AdamW(o) => Recorder::<B>::record(
+                &Bytes::new(),
+                in_order::<B, _, _>(o.to_record(), &order, device)?,
+                (),
+            ),
+        };
+        bytes.map_err(|e| Error::Checkpoint(format!("cannot serialize the optimizer: {e}")))
+    }
+
     /// The same optimizer with the state of `bytes` (from [`Self::to_bytes`]).
     pub fn load_bytes(self, bytes: Vec<u8>, device: &B::Device) -> Result<Self> {
         let bad = |e: burn::record::RecorderError| {
@@ -69,6 +92,32 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> AnyOptimizer<M, B> {
             ),
         })
     }
+}
+
+/// `record` (Burn's map of parameter states) with every entry read (serialized) and loaded
+/// back whole on `device`, in the parameters' `order`: serializing the result reads no
+/// sharded tensor.
+fn in_order<B, R, T>(record: T, order: &[ParamId], device: &B::Device) -> Result<T>
+where
+    B: AutodiffBackend,
+    T: Record<B> + IntoIterator<Item = (ParamId, R)> + FromIterator<(ParamId, R)>,
+{
+    let fail = |e: burn::record::RecorderError| {
+        Error::Checkpoint(format!("cannot serialize the optimizer: {e}"))
+    };
+    let mut entries: Vec<(ParamId, R)> = record.into_iter().collect();
+    entries.sort_by_key(|(id, _)| order.iter().position(|p| p == id));
+    entries
+        .into_iter()
+        .map(|(id, r)| {
+            let one = T::from_iter([(id, r)]);
+            let bytes = Recorder::<B>::record(&Bytes::new(), one, ()).map_err(fail)?;
+            let back: T = Recorder::<B>::load(&Bytes::new(), bytes, device).map_err(fail)?;
+            back.into_iter()
+                .next()
+                .ok_or_else(|| Error::Checkpoint(format!("the state of {id} did not load")))
+        })
+        .collect()
 }
 
 impl<M: AutodiffModule<B>, B: AutodiffBackend> Clone for AnyOptimizer<M, B> {

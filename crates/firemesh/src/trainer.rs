@@ -171,12 +171,6 @@ where
     /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
     /// and 3 (sharded gradients and parameters) are refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
-        if stage > 0 && self.device.processes() > 1 {
-            return Err(Error::Invalid(format!(
-                "--zero {stage} across {} processes is not built yet: ZeRO-1 runs in one process",
-                self.device.processes()
-            )));
-        }
         let gather = match stage {
             0 => None,
             1 => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),

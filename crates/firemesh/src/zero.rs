@@ -46,7 +46,9 @@ pub fn reduce_scatter_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     collectives
 }
 
-/// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block.
+/// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block. On a
+/// mesh that is one process's share of a world, a gradient whose rows do not split into equal
+/// shares for the processes stays whole (`Replicated`): its parameter and state are not sharded.
 pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,
     grads: &mut GradientsParams,
@@ -58,9 +60,12 @@ pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
                 // Shard(0) only: a gradient that came through an early bucket's blocks and a
                 // later op (a transpose of a tied weight) may be sharded along another dim, and
                 // `gather_parameters` gathers Shard(0) parameters.
+                let processes = g.device().processes();
+                let shareable = g.dims()[0].is_multiple_of(processes);
                 let g = match placement(&g) {
                     Placement::Shard(0) => g,
-                    _ => redistribute(g, Placement::Shard(0)),
+                    _ if shareable => redistribute(g, Placement::Shard(0)),
+                    _ => redistribute(g, Placement::Replicated),
                 };
                 self.0.register::<Sharded<B>, D>(param.id, g);
             }

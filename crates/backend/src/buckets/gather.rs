@@ -45,14 +45,20 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
                 .collect()
         })
         .collect();
+    // lens[item][rank]: the block's elements, for every rank of the world (every process
+    // holds blocks of the same sizes, `world.rs`), whose buffers the gather concatenates.
     let lens: Vec<Vec<usize>> = blocks
         .iter()
-        .map(|of_item| of_item.iter().map(|b| b.shape().num_elements()).collect())
+        .map(|of_item| {
+            let local = of_item.iter().map(|b| b.shape().num_elements()).collect();
+            crate::world::world_blocks(local, mesh.processes())
+        })
         .collect();
     let buffers: Vec<P<B>> = (0..ranks)
         .map(|r| cat::<B>(blocks.iter().map(|of_item| of_item[r].clone()).collect()))
         .collect();
-    let (offsets, rank_lens) = block_offsets(&lens, ranks);
+    let world_ranks = mesh.world_len();
+    let (offsets, rank_lens) = block_offsets(&lens, world_ranks);
     // Where rank r's buffer starts in the gathered one.
     let rank_starts = starts(&rank_lens);
     let total: usize = rank_lens.iter().sum();
@@ -67,7 +73,7 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
             let parts = wholes
                 .iter()
                 .map(|whole| {
-                    let mut pieces: Vec<P<B>> = (0..ranks)
+                    let mut pieces: Vec<P<B>> = (0..world_ranks)
                         .filter(|&r| lens[item][r] > 0)
                         .map(|r| {
                             let start = rank_starts[r] + offsets[item][r];

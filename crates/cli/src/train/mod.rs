@@ -181,12 +181,6 @@ fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -
             config.batch
         )));
     }
-    if config.zero > 0 {
-        return Err(Error::Invalid(format!(
-            "--zero {} across {count} processes is not built yet: ZeRO-1 runs in one process",
-            config.zero
-        )));
-    }
     let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
     let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
     processes.check_same("the run's settings", &format!("settings digest {digest}"))

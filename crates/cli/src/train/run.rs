@@ -258,7 +258,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         // step checkpointed.
         let stopping = job.processes.any(job.stop.requested())? && done < total;
         let checkpoint_due = done % c.checkpoint_every == 0 || done == total || stopping;
-        if checkpoint_due && lead {
+        // Every process serializes the checkpoint (reading a value sharded over the world,
+        // ZeRO-1's optimizer state, gathers it across the processes); process 0 writes it.
+        if checkpoint_due {
             let header = Header {
                 model: c.model,
                 model_config: job.net.fingerprint(),
@@ -281,16 +283,22 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
                     (),
                 )
                 .map_err(|e| Error::checkpoint(format!("cannot serialize the model: {e}")))?,
-                optimizer: trainer.optimizer().to_bytes()?,
+                optimizer: match job.processes.count() {
+                    1 => trainer.optimizer().to_bytes()?,
+                    _ => trainer
+                        .optimizer()
+                        .to_bytes_in_order(trainer.model(), &mesh)?,
+                },
             };
-            let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
-            tracing::debug!(path = %path.display(), "checkpoint written");
-            job.stop.checkpoint_written(&path);
-            last_checkpoint = Some(path);
-        }
-        if checkpoint_due && !lead {
-            // Process 0 writes it: a forced stop of this process names it too.
-            let path = checkpoints.file(done);
+            let path = match lead {
+                true => {
+                    let path = checkpoints.write(&checkpoint, c.keep_checkpoints)?;
+                    tracing::debug!(path = %path.display(), "checkpoint written");
+                    path
+                }
+                // Process 0 writes it: a forced stop of this process names it too.
+                false => checkpoints.file(done),
+            };
             job.stop.checkpoint_written(&path);
             last_checkpoint = Some(path);
         }

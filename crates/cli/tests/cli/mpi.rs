@@ -1,6 +1,7 @@
 //! `firemesh train` under `mpirun` (a build with `--features mpi`): processes × CPU ranks on
 //! loopback train one world. 2 processes × 2 ranks end where 1 process × 4 ranks ends (within
-//! 1e-6: the sums are added in another order), for the tiny ResNet and the tiny GPT; a process
+//! 1e-6: the sums are added in another order), for the tiny ResNet and the tiny GPT, and with
+//! ZeRO-1; a process
 //! killed with SIGKILL ends the job within a bound, and `--resume` after 3 random kills ends bit
 //! for bit where an uninterrupted world ends; SIGTERM to one process stops the whole world
 //! after a step with one checkpoint; processes started with different settings are refused
@@ -192,11 +193,19 @@ fn two_processes_of_two_ranks_train_as_one_process_of_four() {
             256,
             32,
         ),
+        // ZeRO-1 across processes: its state, sharded over the world, is read for each
+        // checkpoint by every process in one order.
+        (
+            ModelName::ResnetTiny,
+            "--model resnet-tiny --image-size 8 --samples 96 --eval-samples 16 --optimizer adamw --lr 0.0001 --zero 1",
+            10,
+            8,
+        ),
     ];
-    for (model, job, classes, image_size) in jobs {
+    for (i, (model, job, classes, image_size)) in jobs.into_iter().enumerate() {
         let common = format!("train --mesh cpu --batch 8 --steps 6 --checkpoint-every 3 {job}");
-        let one = cwd.join(format!("{model}-1x4"));
-        let two = cwd.join(format!("{model}-2x2"));
+        let one = cwd.join(format!("{i}-{model}-1x4"));
+        let two = cwd.join(format!("{i}-{model}-2x2"));
         ok(&alone(&cwd, &args(&format!("{common} --ranks 4"), &one)));
         let text = ok(&mpirun(
             &cwd,

@@ -10,6 +10,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use burn_flex::FlexDevice;
 use firemesh::backend::{shard, shard_int, stats, Mesh, MeshError, Route};
 use firemesh::collective::{ProcessLink, ThreadWorld};
+use firemesh::optim::{AnyOptimizer, OptimizerKind};
+use firemesh::zero::state_bytes_per_rank;
 use firemesh::Trainer;
 use firemesh_gpt::{Gpt, GptConfig};
 use firemesh_resnet::{ResNet, ResNetConfig};
@@ -153,6 +155,60 @@ fn two_processes_of_two_ranks_train_resnet_and_gpt_as_one_process_of_four() {
     let gpts: Vec<_> = world.iter().map(|((_, g), _)| g.clone()).collect();
     check("tiny ResNet", &want_resnet, &resnets);
     check("tiny GPT", &want_gpt, &gpts);
+}
+
+/// `STEPS` AdamW steps of the tiny ResNet with ZeRO-1: the losses, the final parameters and
+/// the AdamW state each rank holds.
+fn train_resnet_zero1(
+    mesh: &Mesh<FlexDevice>,
+    record: &[u8],
+) -> ((Vec<f64>, Vec<Vec<f32>>), Vec<usize>) {
+    type Adam = AnyOptimizer<ResNet<Ad>, Ad>;
+    let config = ResNetConfig::tiny(10);
+    let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
+    let optimizer = Adam::new(OptimizerKind::Adamw, 0.9, 0.01);
+    let mut t = Trainer::sharded(model, optimizer, mesh, 4000)
+        .with_lr(|_| 1e-4)
+        .with_zero(1)
+        .unwrap();
+    let losses = (0..STEPS)
+        .map(|i| {
+            t.step(|m| {
+                let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
+                let y = shard_int(labels::<Ad>(BATCH, i, mesh), 0).unwrap();
+                Ok(step_loss(m, x, y))
+            })
+            .unwrap()
+            .loss
+        })
+        .collect();
+    let state = state_bytes_per_rank(t.optimizer(), t.model()).unwrap();
+    ((losses, params(t.model())), state)
+}
+
+/// ZeRO-1 across processes: 2 processes x 2 ranks end where 1 x 4 ends, and each rank holds
+/// about a quarter of AdamW's state (tensors whose rows do not split into equal shares per
+/// process are kept whole).
+#[test]
+fn zero1_across_two_processes_trains_as_one_process_of_four_with_a_quarter_of_the_state() {
+    let resnet = Arc::new(record_of(ResNetConfig::tiny(10).init(&FlexDevice).unwrap()));
+    let four = Mesh::replicate(FlexDevice, 4).unwrap();
+    let (want, whole_state) = train_resnet_zero1(&four, &resnet);
+    let r = resnet.clone();
+    let world = in_world(2, 2, move |mesh| train_resnet_zero1(&mesh, &r));
+    let runs: Vec<_> = world.iter().map(|(run, _)| run.clone()).collect();
+    check("tiny ResNet, ZeRO-1", &want, &runs);
+    let whole: usize = whole_state.iter().sum();
+    for (_, per_rank) in &world {
+        println!("AdamW state per rank: {per_rank:?} bytes (1 x 4: {whole_state:?})");
+        assert_eq!(per_rank.len(), 2);
+        for b in per_rank {
+            assert!(
+                *b <= whole / 4 / 4 * 5,
+                "{per_rank:?} against {whole} in all"
+            );
+        }
+    }
 }
 
 #[test]
