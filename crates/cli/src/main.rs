@@ -43,6 +43,11 @@ enum Command {
         /// cloud machines give about 30 s of notice.
         #[arg(long, value_name = "SECONDS", default_value_t = 25.0)]
         stop_deadline: f64,
+        /// In a world of several processes (mpirun, srun): a process that waits longer than
+        /// this for the others at one exchange (one of them lost or stopped) ends the whole
+        /// world with an error naming itself, instead of hanging.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+        world_timeout: f64,
         /// Print the world the run would form (the launcher's processes, this process's ranks
         /// and devices, the transport on each level) after the same checks as a run, and exit
         /// without writing anything.
@@ -121,7 +126,11 @@ fn main() {
     // anything is written; the join is kept until the run ends (dropping it finalises MPI,
     // which mpirun expects of a process that ends well).
     let (_mpi, processes) = match &cli.command {
-        Command::Train { dry_run: false, .. } => match join(&world) {
+        Command::Train {
+            dry_run: false,
+            world_timeout,
+            ..
+        } => match join(&world, *world_timeout) {
             Ok(joined) => joined,
             Err(e) => {
                 say_error(&e);
@@ -416,13 +425,15 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
 #[cfg(feature = "mpi")]
 fn join(
     world: &firemesh_cli::world::World,
+    timeout: f64,
 ) -> Result<(Option<firemesh_mpi::Mpi>, firemesh_cli::train::Processes)> {
     use firemesh_cli::train::Processes;
     use firemesh_collective::ProcessLink;
     if world.is_single() {
         return Ok((None, Processes::alone()));
     }
-    let mpi = firemesh_mpi::Mpi::init().map_err(|e| Error::Invalid(e.to_string()))?;
+    let timeout = world_timeout(timeout)?;
+    let mpi = firemesh_mpi::Mpi::init(timeout).map_err(|e| Error::Invalid(e.to_string()))?;
     let link = mpi.link();
     if (link.process(), link.processes()) != (world.process, world.processes) {
         return Err(Error::Invalid(format!(
@@ -439,9 +450,24 @@ fn join(
     Ok((Some(mpi), Processes::joined(link)))
 }
 
+/// `--world-timeout`, checked.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn world_timeout(seconds: f64) -> Result<std::time::Duration> {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(Error::Invalid(format!(
+            "--world-timeout {seconds}: must be a positive number of seconds"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 /// Without MPI only one process trains.
 #[cfg(not(feature = "mpi"))]
-fn join(world: &firemesh_cli::world::World) -> Result<((), firemesh_cli::train::Processes)> {
+fn join(
+    world: &firemesh_cli::world::World,
+    timeout: f64,
+) -> Result<((), firemesh_cli::train::Processes)> {
+    world_timeout(timeout)?;
     world.check_single()?;
     Ok(((), firemesh_cli::train::Processes::alone()))
 }

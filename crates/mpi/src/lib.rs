@@ -4,15 +4,20 @@
 //! [`ProcessLink`] a `Mesh::in_world` takes.
 //!
 //! MPI is initialised with `MPI_THREAD_SERIALIZED`: the link takes a lock around every call,
-//! so any thread may use it, one at a time.
+//! so any thread may use it, one at a time. Every exchange has a deadline: a process that waits
+//! longer for the others (one lost, stopped, or running other code) ends the whole world with
+//! `MPI_Abort`, naming itself and the wait, instead of hanging.
 
 use firemesh_collective::{LinkError, ProcessLink};
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
+use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
+use std::io::Write;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// MPI, initialised: dropping it finalises MPI (after which no link may be used), which a
 /// process must do before it exits normally, or `mpirun` reports the job as failed.
@@ -26,6 +31,8 @@ pub struct MpiLink {
     world: Mutex<SimpleCommunicator>,
     process: usize,
     processes: usize,
+    /// Longest wait for the other processes at one exchange.
+    timeout: Duration,
 }
 
 // SAFETY: MPI was initialised with at least `MPI_THREAD_SERIALIZED`, and every use of the
@@ -36,9 +43,10 @@ unsafe impl Sync for MpiLink {}
 
 impl Mpi {
     /// Initialises MPI and joins its world: the processes the launcher started (one, started
-    /// without a launcher). Fails if MPI was initialised already, or cannot serialise calls
-    /// from several threads.
-    pub fn init() -> Result<Self, LinkError> {
+    /// without a launcher); an exchange that waits longer than `timeout` for the others ends
+    /// the world. Fails if MPI was initialised already, or cannot serialise calls from several
+    /// threads.
+    pub fn init(timeout: Duration) -> Result<Self, LinkError> {
         let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| LinkError("MPI was initialised already in this process".into()))?;
         if threading < Threading::Serialized {
@@ -51,6 +59,7 @@ impl Mpi {
             process: world.rank() as usize,
             processes: world.size() as usize,
             world: Mutex::new(world),
+            timeout,
         };
         Ok(Self {
             _universe: universe,
@@ -69,6 +78,42 @@ impl Mpi {
     }
 }
 
+impl MpiLink {
+    /// Waits for `request`: spinning at first (most exchanges of a step take microseconds),
+    /// then sleeping a millisecond at a time; past the timeout the world ends.
+    fn wait<'a, R: ?Sized, S: Scope<'a>>(
+        &self,
+        mut request: Request<'a, R, S>,
+        world: &SimpleCommunicator,
+    ) {
+        let start = Instant::now();
+        loop {
+            request = match request.test() {
+                Ok(_) => return,
+                Err(pending) => pending,
+            };
+            let waited = start.elapsed();
+            if waited > self.timeout {
+                let line = format!(
+                    "firemesh: process {} of {}: no answer from the other processes within {} s \
+                     at an exchange (one of them lost, stopped, or running other code); ending \
+                     the world\n",
+                    self.process,
+                    self.processes,
+                    self.timeout.as_secs_f64()
+                );
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+                world.abort(1);
+            }
+            if waited < Duration::from_millis(10) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
 impl ProcessLink for MpiLink {
     fn process(&self) -> usize {
         self.process
@@ -84,7 +129,10 @@ impl ProcessLink for MpiLink {
         let too_long = || LinkError(format!("{} bytes: MPI counts are 32-bit", bytes.len()));
         let len = i32::try_from(bytes.len()).map_err(|_| too_long())?;
         let mut lens = vec![0i32; n];
-        world.all_gather_into(&len, &mut lens[..]);
+        mpi::request::scope(|scope| {
+            let request = world.immediate_all_gather_into(scope, &len, &mut lens[..]);
+            self.wait(request, &world);
+        });
         let mut starts = Vec::with_capacity(n);
         let mut total = 0i64;
         for &l in &lens {
@@ -102,7 +150,10 @@ impl ProcessLink for MpiLink {
                 bytes
             };
             let mut into = PartitionMut::new(&mut all[..], &lens[..], &starts[..]);
-            world.all_gather_varcount_into(send, &mut into);
+            mpi::request::scope(|scope| {
+                let request = world.immediate_all_gather_varcount_into(scope, send, &mut into);
+                self.wait(request, &world);
+            });
         }
         Ok(lens
             .iter()
@@ -119,12 +170,15 @@ mod tests {
     /// Started without a launcher, MPI's world is this one process (a singleton).
     #[test]
     fn without_a_launcher_the_world_is_this_process_and_gathers_its_own_bytes() {
-        let mpi = Mpi::init().expect("MPI starts as a singleton");
+        let mpi = Mpi::init(Duration::from_secs(10)).expect("MPI starts as a singleton");
         let link = mpi.link();
         assert_eq!((link.process(), link.processes()), (0, 1));
         assert_eq!(link.all_gather(b"abc").unwrap(), vec![b"abc".to_vec()]);
         assert_eq!(link.all_gather(b"").unwrap(), vec![Vec::<u8>::new()]);
-        assert!(Mpi::init().is_err(), "a second init is refused");
+        assert!(
+            Mpi::init(Duration::from_secs(1)).is_err(),
+            "a second init is refused"
+        );
         assert!(!Mpi::library_version().is_empty());
     }
 }

@@ -352,6 +352,34 @@ fn sigterm_to_one_process_stops_the_world_with_a_checkpoint_and_resume_ends_bit_
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
+/// A process that stops answering (SIGSTOP: stuck, not lost) makes the others end the world
+/// within `--world-timeout`, naming the wait, instead of hanging.
+#[test]
+fn a_stopped_process_ends_the_world_within_the_world_timeout() {
+    let cwd = scratch("mpi-stopped");
+    let run = cwd.join("run");
+    let (child, processes) = world_at_step(&cwd, &fault_args(&run, "--world-timeout 3"), 2);
+    let stopped = Instant::now();
+    kill(processes[0], libc::SIGSTOP);
+    let out = finish(child, Duration::from_secs(60));
+    let ended = stopped.elapsed();
+    for p in &processes {
+        kill(*p, libc::SIGKILL); // the stopped one, if mpirun left it
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("no answer from the other processes within 3 s"),
+        "{text}"
+    );
+    assert!(ended < Duration::from_secs(30), "ended after {ended:?}");
+    println!(
+        "a stopped process: the world ended in {:.1} s",
+        ended.as_secs_f64()
+    );
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
 /// Processes started with different settings (here the learning rate) are refused at start, each with
 /// the same one line, before anything is written.
 #[test]
