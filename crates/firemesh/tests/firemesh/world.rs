@@ -4,7 +4,7 @@
 
 use crate::step::{images, labels, largest_difference, params, step_loss, Ad};
 use burn::module::Module;
-use burn::optim::SgdConfig;
+use burn::optim::{Optimizer, SgdConfig};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::{Int, Tensor, TensorData};
 use burn_flex::FlexDevice;
@@ -53,13 +53,15 @@ fn load<M: Module<Ad>>(empty: M, bytes: &[u8], mesh: &Mesh<FlexDevice>) -> M {
     empty.load_record(recorder.load(bytes.to_vec(), mesh).unwrap())
 }
 
-/// `STEPS` SGD steps of the tiny ResNet on `mesh`: the losses and the final parameters.
-fn train_resnet(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Vec<f64>, Vec<Vec<f32>>) {
-    let config = ResNetConfig::tiny(10);
-    let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
-    let optimizer = SgdConfig::new().init();
-    let mut t = Trainer::sharded(model, optimizer, mesh, 4000).with_lr(|_| 0.05);
-    let losses = (0..STEPS)
+/// A run's step losses and final parameters.
+type Run = (Vec<f64>, Vec<Vec<f32>>);
+
+/// `STEPS` steps of `t` (the tiny ResNet) on batches of synthetic images: the losses.
+fn resnet_steps<O: Optimizer<ResNet<Ad>, Ad>>(
+    t: &mut Trainer<Ad, ResNet<Ad>, O>,
+    mesh: &Mesh<FlexDevice>,
+) -> Vec<f64> {
+    (0..STEPS)
         .map(|i| {
             t.step(|m| {
                 let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
@@ -69,7 +71,16 @@ fn train_resnet(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Vec<f64>, Vec<Vec<f3
             .unwrap()
             .loss
         })
-        .collect();
+        .collect()
+}
+
+/// `STEPS` SGD steps of the tiny ResNet on `mesh`: the losses and the final parameters.
+fn train_resnet(mesh: &Mesh<FlexDevice>, record: &[u8]) -> Run {
+    let config = ResNetConfig::tiny(10);
+    let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
+    let optimizer = SgdConfig::new().init();
+    let mut t = Trainer::sharded(model, optimizer, mesh, 4000).with_lr(|_| 0.05);
+    let losses = resnet_steps(&mut t, mesh);
     (losses, params(t.model()))
 }
 
@@ -81,7 +92,7 @@ fn tokens(i: usize, mesh: &Mesh<FlexDevice>) -> Tensor<Ad, 2, Int> {
 }
 
 /// The same for the tiny GPT (dropout on: its masks are drawn per world rank).
-fn train_gpt(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Vec<f64>, Vec<Vec<f32>>) {
+fn train_gpt(mesh: &Mesh<FlexDevice>, record: &[u8]) -> Run {
     let config = gpt_config();
     let model: Gpt<Ad> = load(config.init(mesh).unwrap(), record, mesh);
     let optimizer = SgdConfig::new().init();
@@ -109,7 +120,7 @@ fn gpt_config() -> GptConfig {
 
 /// Compares every process's run with the one-process reference: losses and parameters within
 /// 1e-6 (the sums are added in another order), and every process holds the same bits.
-fn check(what: &str, reference: &(Vec<f64>, Vec<Vec<f32>>), world: &[(Vec<f64>, Vec<Vec<f32>>)]) {
+fn check(what: &str, reference: &Run, world: &[Run]) {
     for (p, (losses, parameters)) in world.iter().enumerate() {
         for (i, (got, want)) in losses.iter().zip(&reference.0).enumerate() {
             assert!(
@@ -159,10 +170,7 @@ fn two_processes_of_two_ranks_train_resnet_and_gpt_as_one_process_of_four() {
 
 /// `STEPS` AdamW steps of the tiny ResNet with ZeRO-1: the losses, the final parameters and
 /// the AdamW state each rank holds.
-fn train_resnet_zero1(
-    mesh: &Mesh<FlexDevice>,
-    record: &[u8],
-) -> ((Vec<f64>, Vec<Vec<f32>>), Vec<usize>) {
+fn train_resnet_zero1(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Run, Vec<usize>) {
     type Adam = AnyOptimizer<ResNet<Ad>, Ad>;
     let config = ResNetConfig::tiny(10);
     let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
@@ -171,17 +179,7 @@ fn train_resnet_zero1(
         .with_lr(|_| 1e-4)
         .with_zero(1)
         .unwrap();
-    let losses = (0..STEPS)
-        .map(|i| {
-            t.step(|m| {
-                let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
-                let y = shard_int(labels::<Ad>(BATCH, i, mesh), 0).unwrap();
-                Ok(step_loss(m, x, y))
-            })
-            .unwrap()
-            .loss
-        })
-        .collect();
+    let losses = resnet_steps(&mut t, mesh);
     let state = state_bytes_per_rank(t.optimizer(), t.model()).unwrap();
     ((losses, params(t.model())), state)
 }
