@@ -164,26 +164,27 @@ fn world_support(mesh: &DeviceMesh) -> Result<()> {
     }
 }
 
-/// Checks a world of `processes` before it trains: a mesh it can span, a batch that splits
-/// into equal shares per process and at least one sample per rank, and the same settings on
-/// every process (refused alike on every process).
+/// Checks a world of `processes` before it trains: the same settings on every process first,
+/// then (alike on every process, so refused by all of them together) a mesh it can span and a
+/// batch that splits into equal shares per process with at least one sample per rank.
 fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -> Result<()> {
     let count = processes.count();
     if count == 1 {
         return Ok(());
     }
-    world_support(mesh)?;
+    let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
+    let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
+    processes.check_same("the run's settings", &format!("settings digest {digest}"))?;
+    world_support(mesh).map_err(|e| Error::World(e.to_string()))?;
     let world_ranks = count * mesh.ranks();
     if config.batch < world_ranks || !config.batch.is_multiple_of(count) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::World(format!(
             "--batch {} does not fit the world: it needs at least one sample for each of the \
              {world_ranks} ranks and an equal share for each of the {count} processes",
             config.batch
         )));
     }
-    let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
-    let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
-    processes.check_same("the run's settings", &format!("settings digest {digest}"))
+    Ok(())
 }
 
 /// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its

@@ -380,27 +380,42 @@ fn a_stopped_process_ends_the_world_within_the_world_timeout() {
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
-/// Processes started with different settings (here the learning rate) are refused at start, each with
-/// the same one line, before anything is written.
+/// Processes started with different settings (here the learning rate), or with a batch the
+/// world cannot split, are refused at start, each with the same one line, before anything is
+/// written.
 #[test]
 fn processes_with_different_settings_are_refused_alike() {
     let cwd = scratch("mpi-mismatch");
     let run = cwd.join("run");
-    let a = fault_args(&run, "--lr 0.1");
-    let b = fault_args(&run, "--lr 0.2");
-    let mut c = mpirun_command(&cwd, 1, &a);
-    c.arg(":")
-        .args(["-np", "1", env!("CARGO_BIN_EXE_firemesh")])
-        .args(&b);
-    let out = finish(c.spawn().unwrap(), DEADLINE);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("disagree on the run's settings"))
-        .collect();
-    assert_eq!(lines.len(), 2, "one line from each process: {stderr}");
-    assert!(lines.iter().all(|l| *l == lines[0]), "{stderr}");
-    assert!(!run.exists(), "a refused world wrote its run folder");
+    // Different learning rates; then the same batch of 8 for 2 x 5 ranks.
+    let job = |extra: &str| {
+        let line = format!("train --mesh cpu --model resnet-tiny --image-size 8 --steps 4 {extra}");
+        args(&line, &run)
+    };
+    let cases = [
+        (
+            "--ranks 2 --batch 8 --lr 0.1",
+            "--ranks 2 --batch 8 --lr 0.2",
+            "disagree on the run's settings",
+        ),
+        (
+            "--ranks 5 --batch 8",
+            "--ranks 5 --batch 8",
+            "--batch 8 does not fit the world",
+        ),
+    ];
+    for (first, second, says) in cases {
+        let mut c = mpirun_command(&cwd, 1, &job(first));
+        c.arg(":")
+            .args(["-np", "1", env!("CARGO_BIN_EXE_firemesh")])
+            .args(job(second));
+        let out = finish(c.spawn().unwrap(), DEADLINE);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(says)).collect();
+        assert_eq!(lines.len(), 2, "one line from each process: {stderr}");
+        assert!(lines.iter().all(|l| *l == lines[0]), "{stderr}");
+        assert!(!run.exists(), "a refused world wrote its run folder");
+    }
     std::fs::remove_dir_all(&cwd).unwrap();
 }
