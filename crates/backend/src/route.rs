@@ -74,13 +74,11 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     let _span = comm_span("sum", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
-    if mesh.processes() > 1 {
-        stats::route(Route::AcrossProcesses);
-        let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
-        return deliver::<B, K>(whole, mesh, to);
-    }
-    match route::<B, K>(mesh).1 {
-        Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
+    match sum_way::<B, K>(mesh) {
+        Way::Moves => {
+            let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
+            deliver::<B, K>(whole, mesh, to)
+        }
         Way::Group(group) => {
             let shape = parts[0].shape();
             let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, shape.num_elements()));
@@ -166,13 +164,7 @@ pub(crate) fn reduce_scatter<B: Backend>(
     let _span = comm_span("reduce-scatter", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
-    let way = if mesh.processes() > 1 {
-        stats::route(Route::AcrossProcesses);
-        Way::Moves
-    } else {
-        route::<B, FloatKind>(mesh).1
-    };
-    match way {
+    match sum_way::<B, FloatKind>(mesh) {
         Way::Moves => {
             let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
             let whole = world::sum_across::<B, FloatKind>(whole, mesh);
@@ -205,6 +197,17 @@ enum Way<B: Backend> {
     /// between devices.
     Moves,
     Group(Arc<dyn MeshCollectives<B>>),
+}
+
+/// How a sum of `K` parts on `mesh` goes (counted): across the processes of a world, on rank 0
+/// and then through the world's link (`world::sum_across`, which adds nothing without one);
+/// else as [`route`] says.
+fn sum_way<B: Backend, K: Kind<B>>(mesh: &Mesh<B::Device>) -> Way<B> {
+    if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        return Way::Moves;
+    }
+    route::<B, K>(mesh).1
 }
 
 /// The route for `K` parts on `mesh` (counted).

@@ -105,8 +105,10 @@ where
     let fail = |e: burn::record::RecorderError| {
         Error::Checkpoint(format!("cannot serialize the optimizer: {e}"))
     };
+    let place: std::collections::HashMap<ParamId, usize> =
+        order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut entries: Vec<(ParamId, R)> = record.into_iter().collect();
-    entries.sort_by_key(|(id, _)| order.iter().position(|p| p == id));
+    entries.sort_by_key(|(id, _)| place.get(id).copied());
     entries
         .into_iter()
         .map(|(id, r)| {

@@ -123,15 +123,15 @@ where
     /// filled it. The learning rate is 1e-3 until [`Trainer::with_lr`].
     ///
     /// On a mesh that is one process's share of a world ([`Mesh::in_world`]) the buckets are
-    /// summed after the backward pass: every process must cross the processes in the same
-    /// order, and the early buckets' communication thread would race the step's own sums
-    /// (BatchNorm statistics) there.
+    /// summed after the backward pass (`EarlyBuckets::arm` arms nothing there): every process
+    /// must cross the processes in the same order, and the early buckets' communication thread
+    /// would race the step's own sums (BatchNorm statistics).
     pub fn sharded(model: M, optimizer: O, mesh: &Mesh<B::Device>, bucket_bytes: usize) -> Self {
         let bucket_bytes = bucket_bytes.max(1);
         let sums = Sums {
             bucket_bytes,
             wire: None,
-            early: (mesh.processes() == 1).then(|| EarlyBuckets::new(bucket_bytes)),
+            early: Some(EarlyBuckets::new(bucket_bytes)),
             reduce: reduce_gradients_on_wire::<B, M>,
             gather: None,
             arm: arm::<B>,
