@@ -201,6 +201,7 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
     let mut moments = Moments(seed);
     let run = dir.join("killed");
     let (mut kills, mut in_write, mut starts) = (0, 0, 0);
+    let mut reached = Vec::new(); // the newest checkpoint after each start
     while !run.join("summary.json").exists() {
         starts += 1;
         assert!(starts < 100, "the run never finished");
@@ -222,7 +223,10 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
             .stderr(Stdio::piped());
         let spawned = std::time::SystemTime::now();
         let mut child = command.spawn().unwrap();
-        // Other starts die at a random moment before they could finish.
+        // Other starts die at a random moment before they could finish, and at the latest
+        // once they have written two checkpoints: a start moves the run on by at most 6 steps,
+        // so that 12 kills fit in the run however the moments fall (a start that could finish
+        // would end the test with too few kills).
         let left = (STEPS - checkpointed(&run)) as u32;
         let budget = (per_step * left * 2 / 5).as_millis() as u64;
         let deadline = Instant::now() + Duration::from_millis(moments.next(budget));
@@ -237,7 +241,8 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
                 Instant::now() < deadline + Duration::from_secs(120),
                 "start {starts} neither ended nor was killed"
             );
-            if blocked || (!catch && Instant::now() >= deadline) {
+            let moved_on = newest >= resumed_at + 6;
+            if blocked || (!catch && (Instant::now() >= deadline || moved_on)) {
                 let writing = blocked || !fresh_temp_files(&run, spawned).is_empty();
                 child.kill().unwrap(); // SIGKILL
                 child.wait().unwrap();
@@ -259,8 +264,12 @@ fn killed_at_random_moments_and_resumed_it_ends_bit_identical() {
         if let Some(caught) = caught.take() {
             caught.leave_partial_file();
         }
+        reached.push(checkpointed(&run));
     }
-    println!("{kills} kills ({in_write} inside a checkpoint write), {starts} starts");
+    println!(
+        "{kills} kills ({in_write} inside a checkpoint write), {starts} starts; \
+         checkpoints after each: {reached:?}"
+    );
     assert!(
         kills >= 10 && in_write >= 3,
         "{kills} kills, {in_write} inside a write"
