@@ -11,8 +11,9 @@
 #
 # correct: the collective suites (synchronous and stream-ordered copies; ranks on one GPU copying
 #   as two GPUs would; the stream-ordered suite with every stream in one hardware queue),
-#   compute-sanitizer's memcheck on the collectives, the stress test of streams, and
-#   Sharded<Cuda> training on 1 and 2 ranks (in turn and on rank threads), which must agree.
+#   compute-sanitizer's memcheck on the collectives, the NCCL link (a world of one process:
+#   NCCL takes one GPU per process), the stress test of streams, and Sharded<Cuda> training on
+#   1 and 2 ranks (in turn and on rank threads), which must agree.
 # speed: the all-reduce benchmark (both copies, NCCL, the device's copy bound), firemesh bench
 #   (ResNet-50 at batch 256 and the zoo on 1 and 2 ranks, in f32 and bf16, against plain Burn
 #   CUDA), PyTorch's
@@ -35,7 +36,7 @@ OUT=${OUT:-$BUNDLE/out}
 CUDA_VERSION=${CUDA_VERSION:-13000}
 PHASE_SECONDS=${PHASE_SECONDS:-510}
 QUICK=${GPU_CHECK_QUICK:-0}
-BINARIES=(firemesh collectives backend allreduce ddp_step)
+BINARIES=(firemesh collectives backend nccl allreduce ddp_step)
 MAX_BUNDLE_BYTES=$((64 * 1024 * 1024))
 
 # The test binary of package $1's integration test $2, built in release.
@@ -53,6 +54,7 @@ build() {
     cp target/release/firemesh "$staged/firemesh"
     cp "$(test_binary firemesh-collective collective)" "$staged/collectives" || return 1
     cp "$(test_binary firemesh-backend backend)" "$staged/backend" || return 1
+    cp "$(test_binary firemesh-nccl gpu)" "$staged/nccl" || return 1
     # `nccl` and `ddp` turn on Burn's `distributed` feature, for these two binaries only.
     cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce || return 1
     cp target/release/allreduce "$staged/allreduce"
@@ -236,7 +238,8 @@ phase_correct() {
         step "collectives, synchronous copies" 75 env FIREMESH_REQUIRE_CUDA=1 "$c" "cuda::sync::${quick[*]:-}" --test-threads=1
         step "collectives, stream-ordered copies" 75 env FIREMESH_REQUIRE_CUDA=1 "$c" "cuda::stream::${quick[*]:-}" --test-threads=1
         step "collectives, one GPU as two" 60 env FIREMESH_REQUIRE_CUDA=1 "$c" cuda::sync_as_peers:: cuda::stream_as_peers:: --test-threads=1
-        step "stream-ordered, one hardware queue" 60 env FIREMESH_REQUIRE_CUDA=1 CUDA_DEVICE_MAX_CONNECTIONS=1 "$c" cuda::stream:: --test-threads=1
+        step "stream-ordered, one hardware queue" 50 env FIREMESH_REQUIRE_CUDA=1 CUDA_DEVICE_MAX_CONNECTIONS=1 "$c" cuda::stream:: --test-threads=1
+        step "NCCL link: join, gather, a lost peer" 15 env FIREMESH_REQUIRE_CUDA=1 "$BIN/nccl" --test-threads=1
         if [ "$FOUND_SANITIZER" != none ]; then
             step "memcheck of the collectives" 60 "$FOUND_SANITIZER" --tool memcheck --error-exitcode 3 "$c" cuda::stream::rounding_and_agreement cuda::sync::rounding_and_agreement --test-threads=1
         else
@@ -250,6 +253,7 @@ phase_correct() {
         step "collectives, stream-ordered copies" 0 - "wgpu transfers are read-backs"
         step "collectives, one GPU as two" 0 - "wgpu clients are separate devices already"
         step "stream-ordered, one hardware queue" 0 - "CUDA_DEVICE_MAX_CONNECTIONS is CUDA's"
+        step "NCCL link: join, gather, a lost peer" 0 - "NCCL is CUDA's"
         step "memcheck of the collectives" 0 - "compute-sanitizer is CUDA's"
         local stress=stress::burn_ops_and_collectives_share_one_wgpu_device
         [ "$QUICK" = 1 ] && stress=stress::every_part_of_a_wgpu_run

@@ -122,7 +122,20 @@ impl<B: Backend> Sharded<B> {
     /// cannot upload and read back one element, or cannot run a kernel on it (a GPU machine
     /// without the kernel compiler, say) is an error, not a later panic or silent garbage.
     pub fn mesh(devices: Vec<B::Device>) -> Result<Mesh<B::Device>, MeshError> {
-        let mesh = Mesh::new(devices)?;
+        Self::tried(Mesh::new(devices)?)
+    }
+
+    /// [`Sharded::mesh`] as this process's share of the world `link` joins
+    /// ([`Mesh::in_world`]: every process of the world calls it at once).
+    pub fn world_mesh(
+        devices: Vec<B::Device>,
+        link: std::sync::Arc<dyn firemesh_collective::ProcessLink>,
+    ) -> Result<Mesh<B::Device>, MeshError> {
+        Self::tried(Mesh::in_world(devices, link)?)
+    }
+
+    /// `mesh`, once each of its devices has been tried.
+    fn tried(mesh: Mesh<B::Device>) -> Result<Mesh<B::Device>, MeshError> {
         for (rank, device) in mesh.devices().iter().enumerate() {
             if mesh.devices()[..rank].contains(device) {
                 continue;

@@ -447,7 +447,7 @@ fn join(
             link.process()
         )));
     }
-    Ok((Some(mpi), Processes::joined(link)))
+    Ok((Some(mpi), Processes::joined(link, timeout)))
 }
 
 /// `--world-timeout`, checked.

@@ -8,10 +8,11 @@
 //! torchrun comes before Slurm because `srun` often starts torchrun, whose processes inherit
 //! the step's one-task variables; Slurm's step variables, not `SLURM_NTASKS`, because a batch
 //! script run without `srun` is one process of a job of several tasks. With none of them the
-//! world is this one process. firemesh trains in one process so far, so
-//! a world of more than one is described by `firemesh train --dry-run` and refused by a run,
-//! before either writes anything: N processes each training the whole job into one run folder
-//! would overwrite each other's checkpoints.
+//! world is this one process. A build with the `mpi` feature joins a world of several through
+//! MPI (so its processes must be MPI's: `mpirun`, `mpiexec` or `srun`; torchrun-style variables
+//! alone are refused, naming them); a build without it refuses such a world before anything is
+//! written, since N processes each training the whole job into one run folder would overwrite
+//! each other's checkpoints. `firemesh train --dry-run` describes the world either way.
 
 use crate::{Error, Result};
 use std::fmt;

@@ -39,7 +39,9 @@ pub use fabric::device::DeviceBuffer;
 pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable_group::PortableGroup;
-pub use processes::{LinkError, ProcessLink, ThreadLink, ThreadWorld};
+pub use processes::{
+    no_answer, wait_for_exchange, LinkError, ProcessLink, ThreadLink, ThreadWorld,
+};
 pub use stream::DeviceStream;
 pub use tensors::{TensorBridge, TensorCollectives};
 pub use transport::{Arrival, CollectiveRuntime, Rank, Transport};

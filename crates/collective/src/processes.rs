@@ -25,6 +25,39 @@ pub trait ProcessLink: Send + Sync + 'static {
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError>;
 }
 
+/// Polls `ready` until it says the exchange is done (`Ok(true)`), spinning at first (most
+/// exchanges of a step take microseconds), then sleeping a millisecond at a time. `Ok(false)`:
+/// `timeout` passed first, and [`no_answer`] says so; an error of `ready` ends the wait.
+pub fn wait_for_exchange(
+    timeout: Duration,
+    mut ready: impl FnMut() -> Result<bool, LinkError>,
+) -> Result<bool, LinkError> {
+    let start = std::time::Instant::now();
+    loop {
+        if ready()? {
+            return Ok(true);
+        }
+        let waited = start.elapsed();
+        if waited > timeout {
+            return Ok(false);
+        }
+        if waited < Duration::from_millis(10) {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The line a process that waited past `timeout` at an exchange ends with.
+pub fn no_answer(process: usize, processes: usize, timeout: Duration) -> String {
+    format!(
+        "process {process} of {processes}: no answer from the other processes within {} s at \
+         an exchange (one of them lost, stopped, or running other code)",
+        timeout.as_secs_f64()
+    )
+}
+
 /// Processes stood in by threads of this process: [`ThreadWorld::links`] gives one link per
 /// thread. A process that does not come to an all-gather within `timeout` fails it on every
 /// other process (a lost peer), so a test never hangs.
@@ -168,6 +201,32 @@ mod tests {
                 assert_eq!(all, want);
             }
         }
+    }
+
+    #[test]
+    fn an_exchange_wait_ends_when_ready_at_its_deadline_or_on_an_error() {
+        let mut polls = 0;
+        let ready = wait_for_exchange(Duration::from_secs(10), || {
+            polls += 1;
+            Ok(polls == 3)
+        });
+        assert_eq!((ready, polls), (Ok(true), 3));
+        let start = std::time::Instant::now();
+        let late = wait_for_exchange(Duration::from_millis(30), || Ok(false));
+        assert_eq!(late, Ok(false));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let failed = wait_for_exchange(Duration::from_secs(10), || Err(LinkError("x".into())));
+        assert_eq!(failed, Err(LinkError("x".into())));
+        let line = no_answer(1, 2, Duration::from_secs(3));
+        assert!(
+            line.starts_with("process 1 of 2: no answer") && line.contains("3 s"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -151,6 +151,8 @@ impl<K> Handoff<K> {
         out: crate::Result<T>,
         wait: impl Fn(usize) -> crate::Result<()>,
     ) -> crate::Result<T> {
+        // Every rank is waited for, even after an error (not `try_fold`, which would stop).
+        #[allow(clippy::manual_try_fold)]
         let waited = self
             .ranks
             .into_iter()

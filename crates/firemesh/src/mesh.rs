@@ -8,8 +8,9 @@ use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use firemesh_backend::{Mesh, MeshConfig, Sharded};
 use firemesh_collective::{
     probe, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime, Group, PortableGroup,
-    TensorCollectives, Transfer, Unavailable,
+    ProcessLink, TensorCollectives, Transfer, Unavailable,
 };
+use std::sync::Arc;
 
 /// How firemesh runs the meshes it makes: made once at the program's edge (the command line
 /// and its environment) and handed to every mesh.
@@ -24,12 +25,35 @@ impl RuntimeConfig {
     /// The CUDA mesh over `devices`, its sums and gathers on our collectives.
     pub fn cuda_mesh(&self, devices: &[CudaDevice]) -> Result<Mesh<CudaDevice>> {
         let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
-        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, &self.mesh, Some(collectives))
+        let (config, group) = (&self.mesh, Some(collectives));
+        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, None)
+    }
+
+    /// [`Self::cuda_mesh`] as this process's share of the world `link` joins (NCCL's, in
+    /// `firemesh train`; every process calls it at once).
+    pub fn cuda_world_mesh(
+        &self,
+        devices: &[CudaDevice],
+        link: Arc<dyn ProcessLink>,
+    ) -> Result<Mesh<CudaDevice>> {
+        let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
+        let (config, group) = (&self.mesh, Some(collectives));
+        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, Some(link))
     }
 
     /// The wgpu mesh over `devices` (one client each), its sums and gathers on our collectives.
     pub fn wgpu_mesh(&self, devices: &[WgpuDevice]) -> Result<Mesh<WgpuDevice>> {
-        sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(devices, &self.mesh, None)
+        sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(devices, &self.mesh, None, None)
+    }
+
+    /// [`Self::wgpu_mesh`] as this process's share of the world `link` joins (every process
+    /// calls it at once).
+    pub fn wgpu_world_mesh(
+        &self,
+        devices: &[WgpuDevice],
+        link: Arc<dyn ProcessLink>,
+    ) -> Result<Mesh<WgpuDevice>> {
+        sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(devices, &self.mesh, None, Some(link))
     }
 
     /// `ranks` ranks on the CPU (Flex).
@@ -45,7 +69,7 @@ impl RuntimeConfig {
     pub fn cpu_world_mesh(
         &self,
         ranks: usize,
-        link: std::sync::Arc<dyn firemesh_collective::ProcessLink>,
+        link: Arc<dyn ProcessLink>,
     ) -> Result<Mesh<burn_flex::FlexDevice>> {
         let mesh = Mesh::in_world(vec![burn_flex::FlexDevice; ranks], link)?;
         mesh.configure(&self.mesh);
@@ -173,18 +197,23 @@ impl DeviceMesh {
 /// across ranks run on a [`Group`] of the same devices: reduced in device memory by our
 /// kernels, moved by the runtime's transport (peer copies between CUDA GPUs), instead of the
 /// portable path through host memory. Ranks may share a device. The mesh runs as `config` says;
-/// the group takes `collectives`, or the runtime's default config.
+/// the group takes `collectives`, or the runtime's default config. With a `world`, the mesh
+/// is this process's share of it (the group sums the process's ranks, the link the processes).
 pub fn sharded_on_group<R, B>(
     devices: &[R::Device],
     config: &MeshConfig,
     collectives: Option<CollectiveConfig>,
+    world: Option<Arc<dyn ProcessLink>>,
 ) -> Result<Mesh<R::Device>>
 where
     R: CollectiveRuntime<Device: DeviceOps>,
     B: Backend<Device = R::Device>,
     Group<R>: TensorCollectives<B> + Send + Sync + 'static,
 {
-    let mesh = Sharded::<B>::mesh(devices.to_vec())?;
+    let mesh = match world {
+        None => Sharded::<B>::mesh(devices.to_vec())?,
+        Some(link) => Sharded::<B>::world_mesh(devices.to_vec(), link)?,
+    };
     mesh.configure(config);
     let mut group = Group::<R>::new_shared(devices.to_vec())?;
     if let Some(collectives) = collectives {

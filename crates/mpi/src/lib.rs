@@ -8,7 +8,7 @@
 //! longer for the others (one lost, stopped, or running other code) ends the whole world with
 //! `MPI_Abort`, naming itself and the wait, instead of hanging.
 
-use firemesh_collective::{LinkError, ProcessLink};
+use firemesh_collective::{no_answer, wait_for_exchange, LinkError, ProcessLink};
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
@@ -17,7 +17,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// MPI, initialised: dropping it finalises MPI (after which no link may be used), which a
 /// process must do before it exits normally, or `mpirun` reports the job as failed.
@@ -79,37 +79,30 @@ impl Mpi {
 }
 
 impl MpiLink {
-    /// Waits for `request`: spinning at first (most exchanges of a step take microseconds),
-    /// then sleeping a millisecond at a time; past the timeout the world ends.
+    /// Waits for `request` ([`wait_for_exchange`]); past the timeout the world ends.
     fn wait<'a, R: ?Sized, S: Scope<'a>>(
         &self,
-        mut request: Request<'a, R, S>,
+        request: Request<'a, R, S>,
         world: &SimpleCommunicator,
     ) {
-        let start = Instant::now();
-        loop {
-            request = match request.test() {
-                Ok(_) => return,
-                Err(pending) => pending,
-            };
-            let waited = start.elapsed();
-            if waited > self.timeout {
-                let line = format!(
-                    "firemesh: process {} of {}: no answer from the other processes within {} s \
-                     at an exchange (one of them lost, stopped, or running other code); ending \
-                     the world\n",
-                    self.process,
-                    self.processes,
-                    self.timeout.as_secs_f64()
-                );
-                let _ = std::io::stderr().lock().write_all(line.as_bytes());
-                world.abort(1);
+        let mut pending = Some(request);
+        let done = wait_for_exchange(self.timeout, || {
+            let request = pending.take().expect("tested only while pending");
+            match request.test() {
+                Ok(_) => Ok(true),
+                Err(request) => {
+                    pending = Some(request);
+                    Ok(false)
+                }
             }
-            if waited < Duration::from_millis(10) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+        });
+        if done != Ok(true) {
+            let line = format!(
+                "firemesh: {}; ending the world\n",
+                no_answer(self.process, self.processes, self.timeout)
+            );
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            world.abort(1);
         }
     }
 }

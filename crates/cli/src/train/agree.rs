@@ -6,12 +6,15 @@
 use crate::{Error, Result};
 use firemesh_collective::ProcessLink;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// This process's place among the processes training one run, and the link that joins them
 /// (`None`: this process alone).
 #[derive(Clone, Default)]
 pub struct Processes {
     link: Option<Arc<dyn ProcessLink>>,
+    /// The longest wait for the other processes at one exchange (`--world-timeout`).
+    timeout: Duration,
 }
 
 impl Processes {
@@ -20,9 +23,17 @@ impl Processes {
         Self::default()
     }
 
-    /// The processes `link` joins.
-    pub fn joined(link: Arc<dyn ProcessLink>) -> Self {
-        Self { link: Some(link) }
+    /// The processes `link` joins, which wait at most `timeout` for each other at an exchange.
+    pub fn joined(link: Arc<dyn ProcessLink>, timeout: Duration) -> Self {
+        Self {
+            link: Some(link),
+            timeout,
+        }
+    }
+
+    /// The longest wait for the other processes at one exchange, for links made later (NCCL's).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The link, where there are several processes.
@@ -79,19 +90,33 @@ impl Processes {
             return f();
         }
         let mine = match self.leads() {
-            true => match f() {
-                Ok(v) => format!("ok:{v}"),
-                Err(e) => format!("error:{e}"),
-            },
-            false => String::new(),
+            true => f(),
+            false => Ok(String::new()),
+        };
+        Ok(self.each(mine)?.swap_remove(0))
+    }
+
+    /// Every process's `value`, in process order; where any process has an error instead,
+    /// the first such, the same line on every process.
+    pub fn each(&self, value: Result<String>) -> Result<Vec<String>> {
+        let mine = match value {
+            Ok(v) => format!("ok:{v}"),
+            Err(e) => format!("error:{e}"),
         };
         let all = self.gather(mine.as_bytes())?;
-        let lead = String::from_utf8_lossy(&all[0]).into_owned();
-        match lead.split_once(':') {
-            Some(("ok", v)) => Ok(v.to_string()),
-            Some((_, e)) => Err(Error::World(e.to_string())),
-            None => Err(Error::Invalid("process 0 sent nothing".into())),
+        let all: Vec<String> = all
+            .iter()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        let mut values = Vec::with_capacity(all.len());
+        for (p, v) in all.iter().enumerate() {
+            match v.split_once(':') {
+                Some(("ok", v)) => values.push(v.to_string()),
+                Some((_, e)) => return Err(Error::World(format!("process {p}: {e}"))),
+                None => return Err(Error::World(format!("process {p} sent nothing"))),
+            }
         }
+        Ok(values)
     }
 
     /// Waits until every process has come here.

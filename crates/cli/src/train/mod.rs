@@ -29,7 +29,9 @@ pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 use crate::world::World;
 use crate::{Error, Result};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
+use firemesh_collective::ProcessLink;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
 /// run with the default [`RuntimeConfig`].
@@ -108,9 +110,7 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
         "none (one process)".to_string()
     } else {
         match world_support(&mesh) {
-            Ok(()) => "MPI, one buffer per process after the process's own ranks (process 0 \
-                       writes the run folder)"
-                .to_string(),
+            Ok(how) => format!("{how} (process 0 writes the run folder)"),
             Err(e) => format!("none: {e}"),
         }
     };
@@ -144,9 +144,10 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     ))
 }
 
-/// Whether a run on `mesh` can span several processes: CPU meshes, through MPI, in a build
-/// with the `mpi` feature.
-fn world_support(mesh: &DeviceMesh) -> Result<()> {
+/// How a run on `mesh` crosses the processes of a world, or why it cannot: CPU and wgpu
+/// meshes through MPI, CUDA meshes through NCCL (found at run time), in a build with the `mpi`
+/// feature.
+fn world_support(mesh: &DeviceMesh) -> Result<String> {
     if !cfg!(feature = "mpi") {
         return Err(Error::Invalid(
             "this firemesh was built without MPI, so it trains in one process: build it with \
@@ -154,14 +155,53 @@ fn world_support(mesh: &DeviceMesh) -> Result<()> {
                 .into(),
         ));
     }
+    let through_mpi = "MPI, one buffer per process after the process's own ranks";
     match mesh {
-        DeviceMesh::Cpu { .. } => Ok(()),
-        _ => Err(Error::Invalid(format!(
-            "{} across processes needs NCCL between the nodes, which is not built yet: GPU \
-             meshes train in one process per job so far",
-            mesh.describe()
-        ))),
+        DeviceMesh::Cpu { .. } => Ok(through_mpi.into()),
+        DeviceMesh::Wgpu(_) => Ok(format!("{through_mpi} (read back to the host)")),
+        DeviceMesh::Cuda(d) => {
+            let version = firemesh_nccl::version().map_err(|e| {
+                Error::Invalid(format!(
+                    "{} across processes needs NCCL: {}",
+                    mesh.describe(),
+                    e.0
+                ))
+            })?;
+            Ok(format!(
+                "NCCL {version} from GPU {} of each process (its id sent over MPI), one buffer \
+                 per process after the process's own ranks, staged through the host",
+                d[0].index
+            ))
+        }
     }
+}
+
+/// The NCCL link of a CUDA mesh whose first GPU is `first`, in the world `processes` form:
+/// every process joins from its own GPU (two processes on one GPU are refused alike on every
+/// process), with the id process 0 makes, carried over the world's MPI link.
+fn nccl_link(first: usize, processes: &Processes) -> Result<Arc<dyn ProcessLink>> {
+    let mine = firemesh_nccl::gpu_uuid(first).map_err(|e| Error::World(e.0));
+    let gpus = processes.each(mine)?;
+    for (q, gpu) in gpus.iter().enumerate() {
+        if let Some(p) = gpus[..q].iter().position(|g| g == gpu) {
+            return Err(Error::World(format!(
+                "processes {p} and {q} would both join NCCL from {gpu}: NCCL takes one GPU per \
+                 process; start one process per node (its mesh takes all the node's GPUs)"
+            )));
+        }
+    }
+    let hex = processes.decided_by_lead(|| {
+        let id = firemesh_nccl::UniqueId::new().map_err(|e| Error::World(e.0))?;
+        Ok(id.as_bytes().iter().map(|b| format!("{b:02x}")).collect())
+    })?;
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
+        .collect();
+    let id = firemesh_nccl::UniqueId::from_bytes(&bytes).map_err(|e| Error::World(e.0))?;
+    let (p, n) = (processes.index(), processes.count());
+    let link = firemesh_nccl::NcclLink::connect(first, p, n, id, processes.timeout())
+        .map_err(|e| Error::World(e.0))?;
+    Ok(Arc::new(link))
 }
 
 /// Checks a world of `processes` before it trains: the same settings on every process first,
@@ -175,7 +215,7 @@ fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -
     let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
     let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
     processes.check_same("the run's settings", &format!("settings digest {digest}"))?;
-    world_support(mesh).map_err(|e| Error::World(e.to_string()))?;
+    processes.each(world_support(mesh))?;
     let world_ranks = count * mesh.ranks();
     if config.batch < world_ranks || !config.batch.is_multiple_of(count) {
         return Err(Error::World(format!(
@@ -248,8 +288,20 @@ pub fn run_with(
         processes: processes.clone(),
     };
     match &mesh {
-        DeviceMesh::Cuda(d) => run::train_on::<burn_cuda::Cuda>(runtime.cuda_mesh(d)?, job),
-        DeviceMesh::Wgpu(d) => run::train_on::<burn_wgpu::Wgpu>(runtime.wgpu_mesh(d)?, job),
+        DeviceMesh::Cuda(d) => {
+            let mesh = match processes.link() {
+                None => runtime.cuda_mesh(d)?,
+                Some(_) => runtime.cuda_world_mesh(d, nccl_link(d[0].index, processes)?)?,
+            };
+            run::train_on::<burn_cuda::Cuda>(mesh, job)
+        }
+        DeviceMesh::Wgpu(d) => {
+            let mesh = match processes.link() {
+                None => runtime.wgpu_mesh(d)?,
+                Some(link) => runtime.wgpu_world_mesh(d, link.clone())?,
+            };
+            run::train_on::<burn_wgpu::Wgpu>(mesh, job)
+        }
         // Flex computes where it is called: the ranks run at once on their own threads (the
         // mesh's default; `--rank-threads off` runs them in turn).
         DeviceMesh::Cpu { ranks, .. } => {

@@ -165,3 +165,18 @@ impl Moments {
         (self.0 >> 33) % bound.max(1)
     }
 }
+
+/// Whether two wgpu clients can be made here; where not, says why (`SKIPPED: ...`), or fails
+/// where `FIREMESH_REQUIRE_WGPU=1` (CI, which installs Mesa's software Vulkan).
+pub fn wgpu_here() -> bool {
+    let Err(reason) = firemesh_collective::wgpu_devices::wgpu_devices(2) else {
+        return true;
+    };
+    let required = std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "FIREMESH_REQUIRE_WGPU=1 but no wgpu adapter: {reason}"
+    );
+    eprintln!("SKIPPED: no wgpu adapter ({reason})");
+    false
+}

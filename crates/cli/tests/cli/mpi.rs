@@ -419,3 +419,43 @@ fn processes_with_different_settings_are_refused_alike() {
     }
     std::fs::remove_dir_all(&cwd).unwrap();
 }
+
+/// A device mesh across processes: 2 processes × 2 wgpu clients (Mesa's software Vulkan on CI)
+/// end where 1 process × 4 clients ends, within 1e-6. The path a CUDA mesh takes but for the
+/// transport: each process sums its ranks on its devices with firemesh's collectives, then
+/// one buffer per process crosses (MPI here, NCCL between CUDA meshes).
+#[test]
+fn a_wgpu_world_of_two_processes_trains_as_one_process_of_four_clients() {
+    if !crate::common::wgpu_here() {
+        return;
+    }
+    let cwd = scratch("mpi-wgpu");
+    let common = "train --mesh wgpu --model resnet-tiny --image-size 8 --samples 48 \
+                  --eval-samples 8 --batch 8 --steps 4 --checkpoint-every 4";
+    let (one, two) = (cwd.join("1x4"), cwd.join("2x2"));
+    ok(&alone(&cwd, &args(&format!("{common} --ranks 4"), &one)));
+    let text = ok(&mpirun(
+        &cwd,
+        2,
+        &args(&format!("{common} --ranks 2"), &two),
+    ));
+    assert!(
+        text.contains("in each of 2 processes (4 ranks in the world)"),
+        "{text}"
+    );
+    let s = summary(&two);
+    assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
+    let (want, got) = (losses(&one), losses(&two));
+    assert_eq!((want.len(), got.len()), (4, 4));
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= 1e-6 * w.abs(), "step {i}: {g} vs {w}");
+    }
+    let model = ModelName::ResnetTiny;
+    let apart = worst(
+        &final_params(&two, model, 10, 8),
+        &final_params(&one, model, 10, 8),
+    );
+    assert!(apart <= 1e-6, "parameters {apart} apart");
+    println!("wgpu: 2 processes x 2 clients against 1 x 4: parameters {apart:e} apart");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}

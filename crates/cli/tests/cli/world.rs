@@ -64,6 +64,20 @@ fn dry_run_prints_the_world_and_writes_nothing() {
     ] {
         assert!(text.contains(says), "{says:?} not in:\n{text}");
     }
+    // A wgpu mesh crosses the processes through MPI too, read back to the host.
+    if cfg!(feature = "mpi") && firemesh_collective::wgpu_devices::wgpu_devices(2).is_ok() {
+        let wgpu = ["train", "--dry-run", "--mesh", "wgpu", "--ranks", "2"];
+        let launched = cli_launched(&cwd, &wgpu, MPI_PROCESS_1_OF_2);
+        let text = String::from_utf8_lossy(&launched.stdout);
+        assert!(
+            text.contains(
+                "transport across processes: MPI, one buffer per process after the \
+                           process's own ranks (read back to the host)"
+            ),
+            "{text}{}",
+            String::from_utf8_lossy(&launched.stderr)
+        );
+    }
     // The same checks as a run: a batch smaller than the ranks is refused.
     let small = cli_launched(
         &cwd,
