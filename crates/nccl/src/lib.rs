@@ -16,23 +16,29 @@
 //! to its GPU, all-gathered by NCCL (NVLink, InfiniBand or sockets, as NCCL finds them) and
 //! copied back. Summing the mesh's own device buffers in place is the next step.
 //!
-//! Every wait has a deadline: joining, and each all-gather. Past it the communicator is aborted
-//! and the call fails naming the wait, so no process hangs on a peer that is lost or stopped.
+//! Every wait has a deadline: joining, and each all-gather. The communicator lives on a thread
+//! of its own, so that even a call that blocks inside NCCL (a join, or a connection NCCL makes
+//! lazily at a first collective) leaves the caller free to give up: past the deadline the call
+//! fails naming the wait and the link fails every later call, so no process hangs on a peer
+//! that is lost or stopped.
 
-use cudarc::driver::{sys as driver, CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+mod link;
+
+pub use link::NcclLink;
+
+use cudarc::driver::{sys as driver, CudaContext};
 use cudarc::nccl::{result, sys};
-use firemesh_collective::{no_answer, wait_for_exchange, LinkError, ProcessLink};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use firemesh_collective::LinkError;
+use std::sync::Arc;
 
 /// NCCL's version ("2.27.3"), or why NCCL cannot be used by this process.
 pub fn version() -> Result<String, LinkError> {
     // SAFETY: only tries to load the library.
     if !unsafe { sys::is_culib_present() } {
         return Err(LinkError(
-            "NCCL is not installed here: no libnccl.so on the library path (install NCCL, or \
-             link a pip wheel's nvidia/nccl/lib/libnccl.so.2 as libnccl.so in a folder of \
-             LD_LIBRARY_PATH)"
+            "NCCL cannot be loaded: no libnccl.so on the library path (install libnccl-dev; \
+             where only libnccl.so.2 is there, from libnccl2 or a pip wheel's nvidia/nccl/lib, \
+             link it as libnccl.so in a folder of LD_LIBRARY_PATH)"
                 .into(),
         ));
     }
@@ -40,24 +46,33 @@ pub fn version() -> Result<String, LinkError> {
     Ok(format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100))
 }
 
-/// The UUID of CUDA GPU `ordinal` ("GPU-" and 32 hex digits): the same GPU seen by two
+/// The UUID of CUDA GPU `ordinal`, as `nvidia-smi -L` writes it: the same GPU seen by two
 /// processes has the same one, GPUs of two nodes never do.
 pub fn gpu_uuid(ordinal: usize) -> Result<String, LinkError> {
     let ctx = context(ordinal)?;
     let uuid = ctx
         .uuid()
         .map_err(|e| LinkError(format!("GPU {ordinal}: its UUID: {e:?}")))?;
-    let hex: String = uuid
-        .bytes
-        .iter()
-        .map(|b| format!("{:02x}", *b as u8))
-        .collect();
-    Ok(format!("GPU-{hex}"))
+    Ok(uuid_text(&uuid.bytes.map(|b| b as u8)))
+}
+
+/// "GPU-" and the 16 bytes in hex, grouped 8-4-4-4-12.
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let group = |r: std::ops::Range<usize>| hex[r].concat();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        group(0..4),
+        group(4..6),
+        group(6..8),
+        group(8..10),
+        group(10..16)
+    )
 }
 
 /// The CUDA context of GPU `ordinal`, or why there is none (the driver missing or the GPU
 /// absent), without panicking.
-fn context(ordinal: usize) -> Result<Arc<CudaContext>, LinkError> {
+pub(crate) fn context(ordinal: usize) -> Result<Arc<CudaContext>, LinkError> {
     // SAFETY: only tries to load the library.
     if !unsafe { driver::is_culib_present() } {
         return Err(LinkError("no CUDA driver here (libcuda.so)".into()));
@@ -65,7 +80,7 @@ fn context(ordinal: usize) -> Result<Arc<CudaContext>, LinkError> {
     CudaContext::new(ordinal).map_err(|e| LinkError(format!("GPU {ordinal}: {e:?}")))
 }
 
-fn failed(call: &str, e: result::NcclError) -> LinkError {
+pub(crate) fn failed(call: &str, e: result::NcclError) -> LinkError {
     LinkError(format!("NCCL: {call} failed: {:?}", e.0))
 }
 
@@ -85,6 +100,23 @@ impl UniqueId {
         &self.0
     }
 
+    /// The id as text (hex), for a bootstrap that carries text.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The id [`UniqueId::to_hex`] wrote.
+    pub fn from_hex(text: &str) -> Result<Self, LinkError> {
+        let bad = || LinkError(format!("not an NCCL id: {text:?}"));
+        if !text.is_ascii() || !text.len().is_multiple_of(2) {
+            return Err(bad());
+        }
+        let bytes = (0..text.len() / 2)
+            .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad()))
+            .collect::<Result<Vec<u8>, _>>()?;
+        Self::from_bytes(&bytes)
+    }
+
     /// The id whose bytes another process sent.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, LinkError> {
         let id = <[u8; 128]>::try_from(bytes).map_err(|_| {
@@ -96,206 +128,10 @@ impl UniqueId {
         Ok(Self(id))
     }
 
-    fn raw(&self) -> sys::ncclUniqueId {
+    pub(crate) fn raw(&self) -> sys::ncclUniqueId {
         sys::ncclUniqueId {
             internal: self.0.map(|b| b as ::core::ffi::c_char),
         }
-    }
-}
-
-/// A communicator handle; aborted once, when dropped or when a wait fails.
-struct Comm(sys::ncclComm_t);
-
-// SAFETY: NCCL's communicator may be used from any thread, one call at a time: `NcclLink`
-// keeps it under a mutex.
-unsafe impl Send for Comm {}
-
-impl Drop for Comm {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from a successful init and is aborted only here. Abort, not
-        // destroy: destroy would wait for a peer that may be gone.
-        let _ = unsafe { result::comm_abort(self.0) };
-    }
-}
-
-/// This process's link to the others: one NCCL communicator of one GPU per process.
-pub struct NcclLink {
-    /// `None` once a failed wait has aborted it: every later call fails.
-    comm: Mutex<Option<Comm>>,
-    stream: Arc<CudaStream>,
-    ordinal: usize,
-    process: usize,
-    processes: usize,
-    timeout: Duration,
-}
-
-impl NcclLink {
-    /// Joins the communicator `id` names as `process` of `processes`, from GPU `ordinal`.
-    /// Every process calls it at once; one that does not come within `timeout` fails the join
-    /// on the others.
-    pub fn connect(
-        ordinal: usize,
-        process: usize,
-        processes: usize,
-        id: UniqueId,
-        timeout: Duration,
-    ) -> Result<Self, LinkError> {
-        version()?;
-        let ctx = context(ordinal)?;
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| LinkError(format!("GPU {ordinal}: a stream: {e:?}")))?;
-        let count = |n: usize| i32::try_from(n).map_err(|_| LinkError(format!("{n} processes")));
-        let (nranks, rank) = (count(processes)?, count(process)?);
-        // ncclCommInitRank returns once every process has joined: it runs on a thread of its
-        // own, so that this one stops waiting at the deadline (the join is then left to end
-        // with the process).
-        let (sent, joined) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("firemesh-nccl-join".into())
-            .spawn(move || {
-                let join = || -> Result<Comm, LinkError> {
-                    ctx.bind_to_thread()
-                        .map_err(|e| LinkError(format!("GPU {ordinal}: {e:?}")))?;
-                    let mut comm = std::mem::MaybeUninit::uninit();
-                    // SAFETY: a valid out-pointer; the id is the one every process was given.
-                    unsafe { result::comm_init_rank(comm.as_mut_ptr(), nranks, id.raw(), rank) }
-                        .map_err(|e| failed("ncclCommInitRank", e))?;
-                    // SAFETY: initialised by the successful call above.
-                    Ok(Comm(unsafe { comm.assume_init() }))
-                };
-                let _ = sent.send(join());
-            })
-            .map_err(|e| LinkError(format!("a thread to join NCCL: {e}")))?;
-        let comm = match joined.recv_timeout(timeout) {
-            Ok(comm) => comm?,
-            Err(_) => {
-                return Err(LinkError(format!(
-                    "process {process} of {processes}: NCCL's join did not complete within {} s \
-                     (a process missing, or the nodes cannot reach each other: see \
-                     NCCL_SOCKET_IFNAME and NCCL_DEBUG=WARN)",
-                    timeout.as_secs_f64()
-                )))
-            }
-        };
-        Ok(Self {
-            comm: Mutex::new(Some(comm)),
-            stream,
-            ordinal,
-            process,
-            processes,
-            timeout,
-        })
-    }
-
-    /// The GPU this process joined from.
-    pub fn ordinal(&self) -> usize {
-        self.ordinal
-    }
-
-    /// Every process's `send` (all of one length), concatenated in process order.
-    fn gather_equal(&self, comm: &mut Option<Comm>, send: &[u8]) -> Result<Vec<u8>, LinkError> {
-        let handle = comm
-            .as_ref()
-            .ok_or_else(|| {
-                LinkError("NCCL's communicator was aborted by an earlier failure".into())
-            })?
-            .0;
-        let cuda = |what: &str, e: cudarc::driver::DriverError| {
-            LinkError(format!("GPU {}: {what}: {e:?}", self.ordinal))
-        };
-        let s = &self.stream;
-        let from = s
-            .clone_htod(send)
-            .map_err(|e| cuda("copying to the GPU", e))?;
-        let mut into = s
-            .alloc_zeros::<u8>(send.len() * self.processes)
-            .map_err(|e| cuda("allocating", e))?;
-        {
-            let (src, _src_done) = from.device_ptr(s);
-            let (dst, _dst_done) = into.device_ptr_mut(s);
-            // SAFETY: both buffers live on `s`'s device and outlive the call's completion
-            // (waited for below); the counts match their lengths.
-            unsafe {
-                result::all_gather(
-                    src as _,
-                    dst as _,
-                    send.len(),
-                    sys::ncclDataType_t::ncclUint8,
-                    handle,
-                    s.cu_stream() as _,
-                )
-            }
-            .map_err(|e| failed("ncclAllGather", e))?;
-        }
-        if let Err(e) = self.wait(handle) {
-            comm.take(); // aborts it: NCCL's state after a failed or abandoned call is unknown
-            return Err(e);
-        }
-        s.clone_dtoh(&into).map_err(|e| cuda("copying back", e))
-    }
-
-    /// Waits for the stream's work ([`wait_for_exchange`]), until the deadline or an error
-    /// NCCL reports for the communicator.
-    fn wait(&self, comm: sys::ncclComm_t) -> Result<(), LinkError> {
-        let done = wait_for_exchange(self.timeout, || {
-            // SAFETY: a valid stream of a live context.
-            match unsafe { driver::cuStreamQuery(self.stream.cu_stream()) } {
-                driver::CUresult::CUDA_SUCCESS => return Ok(true),
-                driver::CUresult::CUDA_ERROR_NOT_READY => {}
-                e => return Err(LinkError(format!("GPU {}: {e:?}", self.ordinal))),
-            }
-            let mut state = sys::ncclResult_t::ncclSuccess;
-            // SAFETY: a live communicator and a valid out-pointer.
-            unsafe { sys::ncclCommGetAsyncError(comm, &mut state) };
-            match state {
-                sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(false),
-                e => Err(LinkError(format!(
-                    "process {} of {}: NCCL failed: {e:?}",
-                    self.process, self.processes
-                ))),
-            }
-        })?;
-        match done {
-            true => Ok(()),
-            false => Err(LinkError(no_answer(
-                self.process,
-                self.processes,
-                self.timeout,
-            ))),
-        }
-    }
-}
-
-impl ProcessLink for NcclLink {
-    fn process(&self) -> usize {
-        self.process
-    }
-
-    fn processes(&self) -> usize {
-        self.processes
-    }
-
-    /// The lengths first, then every buffer padded to the longest (NCCL gathers equal counts).
-    fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
-        let mut comm = self.comm.lock().unwrap_or_else(|p| p.into_inner());
-        let lens = self.gather_equal(&mut comm, &(bytes.len() as u64).to_le_bytes())?;
-        let lens: Vec<usize> = lens
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
-            .collect();
-        let longest = lens.iter().copied().max().unwrap_or(0);
-        if longest == 0 {
-            return Ok(vec![Vec::new(); self.processes]);
-        }
-        let mut padded = bytes.to_vec();
-        padded.resize(longest, 0);
-        let all = self.gather_equal(&mut comm, &padded)?;
-        Ok(lens
-            .iter()
-            .enumerate()
-            .map(|(p, &len)| all[p * longest..p * longest + len].to_vec())
-            .collect())
     }
 }
 
@@ -325,5 +161,20 @@ mod tests {
         let id = UniqueId::from_bytes(&[7; 128]).unwrap();
         assert_eq!(id.as_bytes(), &[7; 128][..]);
         assert_eq!(id.raw().internal[5], 7);
+        let text = id.to_hex();
+        assert_eq!(text.len(), 256);
+        assert_eq!(UniqueId::from_hex(&text).unwrap().as_bytes(), id.as_bytes());
+        for bad in ["0g", "abc", "é0", "00"] {
+            assert!(UniqueId::from_hex(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_uuid_is_written_as_nvidia_smi_writes_it() {
+        let bytes: [u8; 16] = std::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(
+            uuid_text(&bytes),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
+        );
     }
 }

@@ -99,6 +99,9 @@ impl Processes {
     /// Every process's `value`, in process order; where any process has an error instead,
     /// the first such, the same line on every process.
     pub fn each(&self, value: Result<String>) -> Result<Vec<String>> {
+        if self.link().is_none() {
+            return value.map(|v| vec![v]);
+        }
         let mine = match value {
             Ok(v) => format!("ok:{v}"),
             Err(e) => format!("error:{e}"),
@@ -117,6 +120,21 @@ impl Processes {
             }
         }
         Ok(values)
+    }
+
+    /// `result`, where every process has a value; else the first error, the same line on every
+    /// process. For a step that may fail on one process only (a device, a join): the others
+    /// would otherwise wait for it at their next exchange until the world's timeout.
+    pub fn agree<T>(&self, result: Result<T>) -> Result<T> {
+        if self.link().is_none() {
+            return result;
+        }
+        let verdict = match &result {
+            Ok(_) => Ok(String::new()),
+            Err(e) => Err(Error::World(e.to_string())),
+        };
+        self.each(verdict)?;
+        result
     }
 
     /// Waits until every process has come here.

@@ -168,8 +168,9 @@ fn world_support(mesh: &DeviceMesh) -> Result<String> {
                 ))
             })?;
             Ok(format!(
-                "NCCL {version} from GPU {} of each process (its id sent over MPI), one buffer \
-                 per process after the process's own ranks, staged through the host",
+                "NCCL {version} from each process's first GPU (here GPU {}; NCCL's id sent over \
+                 MPI), one buffer per process after the process's own ranks, staged through the \
+                 host",
                 d[0].index
             ))
         }
@@ -192,15 +193,13 @@ fn nccl_link(first: usize, processes: &Processes) -> Result<Arc<dyn ProcessLink>
     }
     let hex = processes.decided_by_lead(|| {
         let id = firemesh_nccl::UniqueId::new().map_err(|e| Error::World(e.0))?;
-        Ok(id.as_bytes().iter().map(|b| format!("{b:02x}")).collect())
+        Ok(id.to_hex())
     })?;
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
-        .collect();
-    let id = firemesh_nccl::UniqueId::from_bytes(&bytes).map_err(|e| Error::World(e.0))?;
+    let id = firemesh_nccl::UniqueId::from_hex(&hex).map_err(|e| Error::World(e.0))?;
     let (p, n) = (processes.index(), processes.count());
     let link = firemesh_nccl::NcclLink::connect(first, p, n, id, processes.timeout())
-        .map_err(|e| Error::World(e.0))?;
+        .map_err(|e| Error::World(e.0));
+    let link = processes.agree(link)?;
     Ok(Arc::new(link))
 }
 
@@ -215,6 +214,14 @@ fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -
     let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
     let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
     processes.check_same("the run's settings", &format!("settings digest {digest}"))?;
+    // A process whose GPUs were not found would train on its CPU, beside CUDA meshes.
+    let kind = match mesh {
+        DeviceMesh::Cuda(_) => "CUDA",
+        DeviceMesh::Wgpu(_) => "wgpu",
+        DeviceMesh::Cpu { .. } => "CPU",
+    };
+    let ranks = mesh.ranks();
+    processes.check_same("the mesh", &format!("a {kind} mesh of {ranks} ranks"))?;
     processes.each(world_support(mesh))?;
     let world_ranks = count * mesh.ranks();
     if config.batch < world_ranks || !config.batch.is_multiple_of(count) {
@@ -291,14 +298,21 @@ pub fn run_with(
         DeviceMesh::Cuda(d) => {
             let mesh = match processes.link() {
                 None => runtime.cuda_mesh(d)?,
-                Some(_) => runtime.cuda_world_mesh(d, nccl_link(d[0].index, processes)?)?,
+                Some(_) => {
+                    let link = nccl_link(d[0].index, processes)?;
+                    processes.agree(runtime.cuda_world_mesh(d, link).map_err(Error::from))?
+                }
             };
             run::train_on::<burn_cuda::Cuda>(mesh, job)
         }
         DeviceMesh::Wgpu(d) => {
             let mesh = match processes.link() {
                 None => runtime.wgpu_mesh(d)?,
-                Some(link) => runtime.wgpu_world_mesh(d, link.clone())?,
+                Some(link) => processes.agree(
+                    runtime
+                        .wgpu_world_mesh(d, link.clone())
+                        .map_err(Error::from),
+                )?,
             };
             run::train_on::<burn_wgpu::Wgpu>(mesh, job)
         }
@@ -307,7 +321,11 @@ pub fn run_with(
         DeviceMesh::Cpu { ranks, .. } => {
             let mesh = match processes.link() {
                 None => runtime.cpu_mesh(*ranks)?,
-                Some(link) => runtime.cpu_world_mesh(*ranks, link.clone())?,
+                Some(link) => processes.agree(
+                    runtime
+                        .cpu_world_mesh(*ranks, link.clone())
+                        .map_err(Error::from),
+                )?,
             };
             run::train_on::<burn_flex::Flex>(mesh, job)
         }
