@@ -8,12 +8,14 @@
 //! one times the processes, and any process can say every block's size). Sums and gathers
 //! cross the processes in `route.rs`, after the ranks of the process: one buffer per process
 //! goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and every
-//! process combines all of them in process order, so every process holds the same bits.
+//! process combines all of them in process order, so every process holds the same bits. A
+//! large sum in a world of more than 2 processes goes by blocks (an all-to-all, each process
+//! summing its block, then an all-gather of the sums), adding each element in the same order.
 
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::placement::even_split;
-use burn_backend::{Backend, TensorData};
+use burn_backend::{Backend, TensorData, TensorMetadata};
 
 /// The number little-endian `bytes` hold (the counts processes exchange).
 fn number(bytes: &[u8]) -> u64 {
@@ -23,15 +25,64 @@ fn number(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// Buffers from this size on cross a world of more than 2 processes by blocks
+/// ([`sum_by_blocks`]); smaller ones whole, in one exchange.
+const BLOCKS_FROM_BYTES: usize = 64 * 1024;
+
 /// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
 /// device), added in process order. Without a world, `whole` itself.
 pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> K::P {
-    if mesh.processes() == 1 {
+    let n = mesh.processes();
+    if n == 1 {
         return whole;
+    }
+    let shape = whole.shape();
+    let bytes = shape.num_elements() * whole.dtype().size();
+    if n > 2 && bytes >= BLOCKS_FROM_BYTES && shape.num_elements() >= n {
+        return sum_by_blocks::<B, K>(whole, mesh);
     }
     let mut all = exchange::<B, K>(whole, mesh).into_iter();
     let first = all.next().expect("a world has a process 0");
     all.fold(first, K::add)
+}
+
+/// [`sum_across`] of a large buffer: process `q` sums block `q` of every process's buffer (in
+/// process order, so each element is added as the whole exchange adds it), then every process
+/// gathers the summed blocks. Each process sends and receives 2 (P - 1) / P of the buffer
+/// instead of P - 1 buffers, and every process holds the same bits.
+fn sum_by_blocks<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> K::P {
+    let link = mesh.link().expect("only meshes in a world exchange");
+    let (n, me) = (mesh.processes(), mesh.process());
+    let data = K::into_data(whole);
+    let (dtype, shape, size) = (data.dtype, data.shape.clone(), data.dtype.size());
+    let blocks = even_split(data.num_elements(), n);
+    let starts: Vec<usize> = (blocks.iter())
+        .scan(0, |at, len| {
+            let start = *at;
+            *at += len;
+            Some(start)
+        })
+        .collect();
+    let bytes = data.as_bytes();
+    let parts: Vec<Vec<u8>> = (0..n)
+        .map(|q| bytes[starts[q] * size..(starts[q] + blocks[q]) * size].to_vec())
+        .collect();
+    let mine = link
+        .all_to_all(&parts, &vec![blocks[me] * size; n])
+        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    let home = mesh.device(0);
+    let mut addends = mine
+        .into_iter()
+        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![blocks[me]], dtype), home));
+    let first = addends.next().expect("a world has a process 0");
+    let sum = K::into_data(addends.fold(first, K::add));
+    let summed = link
+        .all_gather(sum.as_bytes())
+        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    K::from_data(
+        TensorData::from_bytes_vec(summed.concat(), shape, dtype),
+        home,
+    )
 }
 
 /// Every process's `chunk` (its ranks' blocks along `dim`, concatenated), concatenated in

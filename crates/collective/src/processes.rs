@@ -23,6 +23,42 @@ pub trait ProcessLink: Send + Sync + 'static {
     fn processes(&self) -> usize;
     /// Every process's `bytes` (lengths may differ), in process order, on every process.
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError>;
+
+    /// `parts[q]` to process `q`, from every process: the parts sent to this one, in process
+    /// order; `lens[q]` is the length process `q` sends here (every process can say it). The
+    /// default goes through [`ProcessLink::all_gather`], so every part reaches every process
+    /// (P - 1 times the bytes of a true all-to-all); a link with its own all-to-all overrides it.
+    fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
+        let mut message = Vec::with_capacity(parts.iter().map(|p| 8 + p.len()).sum());
+        for part in parts {
+            message.extend((part.len() as u64).to_le_bytes());
+            message.extend_from_slice(part);
+        }
+        let all = self.all_gather(&message)?;
+        let me = self.process();
+        let broken = |q: usize| LinkError(format!("process {q} sent a malformed all-to-all"));
+        (all.iter().enumerate())
+            .map(|(q, m)| {
+                let mut at = 0;
+                for to in 0..=me {
+                    let head = m.get(at..at + 8).ok_or_else(|| broken(q))?;
+                    let len = u64::from_le_bytes(head.try_into().expect("8 bytes")) as usize;
+                    let body = m.get(at + 8..at + 8 + len).ok_or_else(|| broken(q))?;
+                    if to == me {
+                        if lens.get(q) != Some(&len) {
+                            return Err(LinkError(format!(
+                                "process {q} sent {len} bytes here, {:?} were expected",
+                                lens.get(q)
+                            )));
+                        }
+                        return Ok(body.to_vec());
+                    }
+                    at += 8 + len;
+                }
+                Err(broken(q))
+            })
+            .collect()
+    }
 }
 
 /// Polls `ready` until it says the exchange is done (`Ok(true)`), spinning at first (most
@@ -227,6 +263,31 @@ mod tests {
             line.starts_with("process 1 of 2: no answer") && line.contains("3 s"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_all_to_all_brings_each_process_the_parts_sent_to_it() {
+        let links = ThreadWorld::links(3, Duration::from_secs(10));
+        let handles: Vec<_> = links
+            .into_iter()
+            .map(|l| {
+                std::thread::spawn(move || {
+                    let p = l.process() as u8;
+                    // Process p sends q + 1 bytes of value 10 p + q to process q.
+                    let parts: Vec<Vec<u8>> =
+                        (0..3u8).map(|q| vec![10 * p + q; q as usize + 1]).collect();
+                    let got = l.all_to_all(&parts, &[p as usize + 1; 3]).unwrap();
+                    let wrong = l.all_to_all(&parts, &[0; 3]);
+                    (p, got, wrong)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (p, got, wrong) = h.join().unwrap();
+            let want: Vec<Vec<u8>> = (0..3u8).map(|q| vec![10 * q + p; p as usize + 1]).collect();
+            assert_eq!(got, want);
+            assert!(wrong.unwrap_err().0.contains("were expected"));
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use firemesh_collective::{no_answer, wait_for_exchange, LinkError, ProcessLink};
 use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::PartitionMut;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
@@ -119,40 +119,91 @@ impl ProcessLink for MpiLink {
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
         let n = self.processes;
         let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
-        let too_long = || LinkError(format!("{} bytes: MPI counts are 32-bit", bytes.len()));
-        let len = i32::try_from(bytes.len()).map_err(|_| too_long())?;
+        let len = i32::try_from(bytes.len()).map_err(|_| too_long(bytes.len()))?;
         let mut lens = vec![0i32; n];
         mpi::request::scope(|scope| {
             let request = world.immediate_all_gather_into(scope, &len, &mut lens[..]);
             self.wait(request, &world);
         });
-        let mut starts = Vec::with_capacity(n);
-        let mut total = 0i64;
-        for &l in &lens {
-            starts.push(i32::try_from(total).map_err(|_| too_long())?);
-            total += i64::from(l);
-        }
-        let mut all = vec![0u8; total as usize];
+        let starts = starts(&lens)?;
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut all = vec![0u8; total];
         // Every process sees the same lengths: with no byte to move, none calls MPI (OpenMPI
         // refuses the empty buffers' equal dangling addresses as aliased).
         if total > 0 {
-            static NOTHING: [u8; 1] = [0];
-            let send = if bytes.is_empty() {
-                &NOTHING[..0]
-            } else {
-                bytes
-            };
             let mut into = PartitionMut::new(&mut all[..], &lens[..], &starts[..]);
             mpi::request::scope(|scope| {
-                let request = world.immediate_all_gather_varcount_into(scope, send, &mut into);
+                let request =
+                    world.immediate_all_gather_varcount_into(scope, sendable(bytes), &mut into);
                 self.wait(request, &world);
             });
         }
-        Ok(lens
-            .iter()
-            .zip(&starts)
-            .map(|(&l, &s)| all[s as usize..(s + l) as usize].to_vec())
-            .collect())
+        Ok(split(&all, &lens, &starts))
+    }
+
+    /// MPI's own all-to-all: each part travels to its process only.
+    fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
+        let n = self.processes;
+        if parts.len() != n || lens.len() != n {
+            return Err(LinkError(format!(
+                "an all-to-all of {} parts and {} lengths in a world of {n}",
+                parts.len(),
+                lens.len()
+            )));
+        }
+        let counts = |lens: &mut dyn Iterator<Item = usize>| -> Result<Vec<i32>, LinkError> {
+            lens.map(|l| i32::try_from(l).map_err(|_| too_long(l)))
+                .collect()
+        };
+        let send_lens = counts(&mut parts.iter().map(Vec::len))?;
+        let recv_lens = counts(&mut lens.iter().copied())?;
+        let (send_starts, recv_starts) = (starts(&send_lens)?, starts(&recv_lens)?);
+        let send = parts.concat();
+        let mut all = vec![0u8; lens.iter().sum()];
+        let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let from = Partition::new(sendable(&send), &send_lens[..], &send_starts[..]);
+            let mut into = PartitionMut::new(&mut all[..], &recv_lens[..], &recv_starts[..]);
+            mpi::request::scope(|scope| {
+                let request = world.immediate_all_to_all_varcount_into(scope, &from, &mut into);
+                self.wait(request, &world);
+            });
+        }
+        Ok(split(&all, &recv_lens, &recv_starts))
+    }
+}
+
+fn too_long(len: usize) -> LinkError {
+    LinkError(format!("{len} bytes: MPI counts are 32-bit"))
+}
+
+/// Where each of the buffers of `lens` starts, laid end to end.
+fn starts(lens: &[i32]) -> Result<Vec<i32>, LinkError> {
+    let mut starts = Vec::with_capacity(lens.len());
+    let mut total = 0i64;
+    for &l in lens {
+        starts.push(i32::try_from(total).map_err(|_| too_long(total as usize))?);
+        total += i64::from(l);
+    }
+    Ok(starts)
+}
+
+/// The buffers of `lens` at `starts` in `all`.
+fn split(all: &[u8], lens: &[i32], starts: &[i32]) -> Vec<Vec<u8>> {
+    lens.iter()
+        .zip(starts)
+        .map(|(&l, &s)| all[s as usize..(s + l) as usize].to_vec())
+        .collect()
+}
+
+/// `bytes`, or where empty a slice with an address of its own (OpenMPI refuses two empty
+/// buffers' equal dangling addresses as aliased).
+fn sendable(bytes: &[u8]) -> &[u8] {
+    static NOTHING: [u8; 1] = [0];
+    if bytes.is_empty() {
+        &NOTHING[..0]
+    } else {
+        bytes
     }
 }
 
@@ -168,6 +219,15 @@ mod tests {
         assert_eq!((link.process(), link.processes()), (0, 1));
         assert_eq!(link.all_gather(b"abc").unwrap(), vec![b"abc".to_vec()]);
         assert_eq!(link.all_gather(b"").unwrap(), vec![Vec::<u8>::new()]);
+        let parts = [b"xyz".to_vec()];
+        assert_eq!(
+            link.all_to_all(&parts, &[3]).unwrap(),
+            vec![b"xyz".to_vec()]
+        );
+        assert!(
+            link.all_to_all(&parts, &[3, 1]).is_err(),
+            "one length per process"
+        );
         assert!(
             Mpi::init(Duration::from_secs(1)).is_err(),
             "a second init is refused"

@@ -17,4 +17,5 @@ mod stress;
 mod table;
 mod training;
 mod wgpu;
+mod world_sums;
 mod zero_buckets;

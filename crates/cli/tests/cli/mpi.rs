@@ -1,7 +1,7 @@
 //! `firemesh train` under `mpirun` (a build with `--features mpi`): processes × CPU ranks on
 //! loopback train one world. 2 processes × 2 ranks end where 1 process × 4 ranks ends (within
 //! 1e-6: the sums are added in another order), for the tiny ResNet and the tiny GPT, and with
-//! ZeRO-1; a process
+//! ZeRO-1; so do 2 processes × 2 wgpu clients and 3 processes × 1 rank (sums by blocks); a process
 //! killed with SIGKILL ends the job within a bound, and `--resume` after 3 random kills ends bit
 //! for bit where an uninterrupted world ends; SIGTERM to one process stops the whole world
 //! after a step with one checkpoint; processes started with different settings are refused
@@ -420,6 +420,30 @@ fn processes_with_different_settings_are_refused_alike() {
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
+/// Trains the tiny ResNet as `common` says as 1 process of `np * ranks` ranks and as `np`
+/// processes of `ranks` (folders `1xN` and `PxR` of `cwd`); the worst relative difference of
+/// their final parameters.
+fn world_against_one_process(cwd: &Path, common: &str, np: usize, ranks: usize) -> f32 {
+    let all = np * ranks;
+    let (one, world) = (
+        cwd.join(format!("1x{all}")),
+        cwd.join(format!("{np}x{ranks}")),
+    );
+    ok(&alone(cwd, &args(&format!("{common} --ranks {all}"), &one)));
+    let text = ok(&mpirun(
+        cwd,
+        np,
+        &args(&format!("{common} --ranks {ranks}"), &world),
+    ));
+    let says = format!("in each of {np} processes ({all} ranks in the world)");
+    assert!(text.contains(&says), "{text}");
+    let model = ModelName::ResnetTiny;
+    worst(
+        &final_params(&world, model, 10, 8),
+        &final_params(&one, model, 10, 8),
+    )
+}
+
 /// A device mesh across processes: 2 processes × 2 wgpu clients (Mesa's software Vulkan on CI)
 /// end where 1 process × 4 clients ends, within 1e-6. The path a CUDA mesh takes but for the
 /// transport: each process sums its ranks on its devices with firemesh's collectives, then
@@ -432,17 +456,8 @@ fn a_wgpu_world_of_two_processes_trains_as_one_process_of_four_clients() {
     let cwd = scratch("mpi-wgpu");
     let common = "train --mesh wgpu --model resnet-tiny --image-size 8 --samples 48 \
                   --eval-samples 8 --batch 8 --steps 4 --checkpoint-every 4";
+    let apart = world_against_one_process(&cwd, common, 2, 2);
     let (one, two) = (cwd.join("1x4"), cwd.join("2x2"));
-    ok(&alone(&cwd, &args(&format!("{common} --ranks 4"), &one)));
-    let text = ok(&mpirun(
-        &cwd,
-        2,
-        &args(&format!("{common} --ranks 2"), &two),
-    ));
-    assert!(
-        text.contains("in each of 2 processes (4 ranks in the world)"),
-        "{text}"
-    );
     let s = summary(&two);
     assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
     let (want, got) = (losses(&one), losses(&two));
@@ -450,12 +465,21 @@ fn a_wgpu_world_of_two_processes_trains_as_one_process_of_four_clients() {
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!((g - w).abs() <= 1e-6 * w.abs(), "step {i}: {g} vs {w}");
     }
-    let model = ModelName::ResnetTiny;
-    let apart = worst(
-        &final_params(&two, model, 10, 8),
-        &final_params(&one, model, 10, 8),
-    );
     assert!(apart <= 1e-6, "parameters {apart} apart");
     println!("wgpu: 2 processes x 2 clients against 1 x 4: parameters {apart:e} apart");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
+/// 3 processes of 1 rank end where 1 process of 3 ranks ends (within 1e-6). In a world of more
+/// than 2 processes the large sums (the gradient buckets) go by blocks: MPI's all-to-all, each
+/// process summing its block, then an all-gather of the sums.
+#[test]
+fn three_processes_train_as_one_process_of_three_ranks() {
+    let cwd = scratch("mpi-three");
+    let common = "train --mesh cpu --model resnet-tiny --image-size 8 --samples 48 \
+                  --eval-samples 6 --batch 6 --steps 4 --checkpoint-every 4";
+    let apart = world_against_one_process(&cwd, common, 3, 1);
+    assert!(apart <= 1e-6, "parameters {apart} apart");
+    println!("3 processes x 1 rank against 1 x 3: parameters {apart:e} apart");
     std::fs::remove_dir_all(&cwd).unwrap();
 }
