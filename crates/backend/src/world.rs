@@ -26,7 +26,8 @@ fn number(bytes: &[u8]) -> u64 {
 }
 
 /// Buffers from this size on cross a world of more than 2 processes by blocks
-/// ([`sum_by_blocks`]); smaller ones whole, in one exchange.
+/// ([`sum_by_blocks`]) where the link has its own all-to-all (MPI's); smaller ones, and all
+/// on other links (NCCL's, for now), whole in one exchange.
 const BLOCKS_FROM_BYTES: usize = 64 * 1024;
 
 /// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
@@ -38,7 +39,8 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
     }
     let shape = whole.shape();
     let bytes = shape.num_elements() * whole.dtype().size();
-    if n > 2 && bytes >= BLOCKS_FROM_BYTES && shape.num_elements() >= n {
+    let link = mesh.link().expect("only meshes in a world exchange");
+    if n > 2 && link.has_all_to_all() && bytes >= BLOCKS_FROM_BYTES && shape.num_elements() >= n {
         return sum_by_blocks::<B, K>(whole, mesh);
     }
     let mut all = exchange::<B, K>(whole, mesh).into_iter();

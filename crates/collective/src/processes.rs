@@ -24,11 +24,26 @@ pub trait ProcessLink: Send + Sync + 'static {
     /// Every process's `bytes` (lengths may differ), in process order, on every process.
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError>;
 
-    /// `parts[q]` to process `q`, from every process: the parts sent to this one, in process
-    /// order; `lens[q]` is the length process `q` sends here (every process can say it). The
-    /// default goes through [`ProcessLink::all_gather`], so every part reaches every process
-    /// (P - 1 times the bytes of a true all-to-all); a link with its own all-to-all overrides it.
+    /// Whether [`ProcessLink::all_to_all`] is the link's own, each part travelling to its
+    /// process only (or, for [`ThreadLink`], no bytes travelling at all): then large sums cross
+    /// the processes by blocks, else whole.
+    fn has_all_to_all(&self) -> bool {
+        false
+    }
+
+    /// `parts[q]` (one per process) to process `q`, from every process: the parts sent to this
+    /// one, in process order; `lens[q]` is exactly the length process `q` sends here (every
+    /// process can say it). The default goes through [`ProcessLink::all_gather`], so every part
+    /// reaches every process (P times the bytes of a true all-to-all); a link with its own
+    /// all-to-all overrides it and says so in [`ProcessLink::has_all_to_all`].
     fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
+        if parts.len() != self.processes() {
+            return Err(LinkError(format!(
+                "an all-to-all of {} parts in a world of {}",
+                parts.len(),
+                self.processes()
+            )));
+        }
         let mut message = Vec::with_capacity(parts.iter().map(|p| 8 + p.len()).sum());
         for part in parts {
             message.extend((part.len() as u64).to_le_bytes());
@@ -145,6 +160,11 @@ impl ThreadWorld {
 impl ProcessLink for ThreadLink {
     fn process(&self) -> usize {
         self.process
+    }
+
+    /// Threads share memory: the sums by blocks are what a world with a real all-to-all runs.
+    fn has_all_to_all(&self) -> bool {
+        true
     }
 
     fn processes(&self) -> usize {

@@ -141,6 +141,10 @@ impl ProcessLink for MpiLink {
         Ok(split(&all, &lens, &starts))
     }
 
+    fn has_all_to_all(&self) -> bool {
+        true
+    }
+
     /// MPI's own all-to-all: each part travels to its process only.
     fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
         let n = self.processes;
@@ -185,6 +189,7 @@ fn starts(lens: &[i32]) -> Result<Vec<i32>, LinkError> {
         starts.push(i32::try_from(total).map_err(|_| too_long(total as usize))?);
         total += i64::from(l);
     }
+    i32::try_from(total).map_err(|_| too_long(total as usize))?;
     Ok(starts)
 }
 
