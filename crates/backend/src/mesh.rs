@@ -3,12 +3,13 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
-use crate::exec::lanes::{Lanes, DEFAULT_POLL};
+use crate::exec::lanes::{worker, Job, Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
 use firemesh_collective::ProcessLink;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -54,6 +55,11 @@ struct MeshInner<D> {
     autocast: PerThread<FloatDType>,
     /// The processes this mesh's ranks are one of (`world.rs`); `None`: this process alone.
     world: Option<Arc<dyn ProcessLink>>,
+    /// The world link's side channel, asked for once when the mesh is made.
+    side: Option<Arc<dyn ProcessLink>>,
+    /// The thread early gradient buckets are summed on (`buckets/early.rs`), started when
+    /// first used.
+    comm: OnceLock<Mutex<Sender<Job>>>,
 }
 
 /// A value armed on a mesh for one thread: what a training loop sets for the ops it issues,
@@ -106,7 +112,9 @@ impl<D: 'static> MeshInner<D> {
             streams: Mutex::new((seed, 0)),
             early_buckets: PerThread::new(),
             autocast: PerThread::new(),
+            side: world.as_ref().and_then(|w| w.side_channel()),
             world,
+            comm: OnceLock::new(),
         }
     }
 }
@@ -190,10 +198,7 @@ impl<D: DeviceOps> Mesh<D> {
         let counts = link.all_gather(&(devices.len() as u64).to_le_bytes())?;
         let counts: Vec<String> = counts
             .iter()
-            .map(|b| match <[u8; 8]>::try_from(&b[..]) {
-                Ok(n) => u64::from_le_bytes(n).to_string(),
-                Err(_) => format!("{b:?}"),
-            })
+            .map(|b| crate::world::number(b).to_string())
             .collect();
         if counts.iter().any(|c| *c != counts[0]) {
             return Err(MeshError::UnevenWorld(format!(
@@ -314,6 +319,12 @@ impl<D> Mesh<D> {
         self.inner.world.as_ref()
     }
 
+    /// The link's side channel ([`ProcessLink::side_channel`]), which early gradient buckets
+    /// cross the processes through; `None` without a world or where the link has none.
+    pub fn side_link(&self) -> Option<&Arc<dyn ProcessLink>> {
+        self.inner.side.as_ref()
+    }
+
     /// The processes of the world (1 without a link).
     pub fn processes(&self) -> usize {
         self.link().map_or(1, |l| l.processes())
@@ -405,6 +416,18 @@ impl<D> Mesh<D> {
     /// The early gradient buckets the calling thread armed here, if any.
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.inner.early_buckets.current()
+    }
+
+    /// Queues `job` on this mesh's communication thread (started when first used), after the
+    /// jobs queued before it.
+    pub(crate) fn on_comm_thread(&self, job: Job) {
+        let queue = self.inner.comm.get_or_init(|| {
+            let name = format!("firemesh-comm-{}", self.inner.index);
+            Mutex::new(worker(name, DEFAULT_POLL))
+        });
+        locked(queue)
+            .send(job)
+            .expect("firemesh: the communication thread has stopped");
     }
 
     /// Sets the precision of `thread`'s matrix products and convolutions here (`None`: their

@@ -11,14 +11,52 @@
 //! process combines all of them in process order, so every process holds the same bits. A
 //! large sum in a world of more than 2 processes goes by blocks (an all-to-all, each process
 //! summing its block, then an all-gather of the sums), adding each element in the same order.
+//!
+//! Two threads of a process cross the processes: the one that issues the step (its sums:
+//! the loss, BatchNorm's statistics, the gradient buckets left for the optimizer step) and
+//! the mesh's communication thread (early gradient buckets, summed during the backward pass).
+//! Each keeps its own order of exchanges, the same on every process, but the two interleave
+//! differently on every process, so they take different links: the communication thread the
+//! link's side channel ([`ProcessLink::side_channel`]); a world whose link has none sums its
+//! buckets after the backward pass (`buckets/early.rs` arms none there).
 
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::placement::even_split;
 use burn_backend::{Backend, TensorData, TensorMetadata};
+use firemesh_collective::ProcessLink;
+use std::cell::Cell;
+use std::sync::Arc;
+
+thread_local! {
+    /// Whether this thread crosses the processes through the side channel (it is a mesh's
+    /// communication thread, [`on_side_channel`]).
+    static ON_SIDE_CHANNEL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` crossing the processes through the links' side channels (a mesh's communication
+/// thread runs its jobs so).
+pub(crate) fn on_side_channel<T>(f: impl FnOnce() -> T) -> T {
+    let before = ON_SIDE_CHANNEL.replace(true);
+    let out = f();
+    ON_SIDE_CHANNEL.set(before);
+    out
+}
+
+/// The link this thread crosses `mesh`'s processes through: the side channel on a
+/// communication thread ([`on_side_channel`]), else the world's link.
+fn link_here<D>(mesh: &Mesh<D>) -> &Arc<dyn ProcessLink> {
+    let link = mesh.link().expect("only meshes in a world exchange");
+    match ON_SIDE_CHANNEL.get() {
+        true => mesh
+            .side_link()
+            .expect("early buckets are armed only where the link has a side channel"),
+        false => link,
+    }
+}
 
 /// The number little-endian `bytes` hold (the counts processes exchange).
-fn number(bytes: &[u8]) -> u64 {
+pub(crate) fn number(bytes: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     let n = bytes.len().min(8);
     b[..n].copy_from_slice(&bytes[..n]);
@@ -39,9 +77,9 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
     }
     let shape = whole.shape();
     let bytes = shape.num_elements() * whole.dtype().size();
-    let link = mesh.link().expect("only meshes in a world exchange");
+    let link = link_here(mesh);
     if n > 2 && link.has_all_to_all() && bytes >= BLOCKS_FROM_BYTES && shape.num_elements() >= n {
-        return sum_by_blocks::<B, K>(whole, mesh);
+        return sum_by_blocks::<B, K>(whole, mesh, link);
     }
     let mut all = exchange::<B, K>(whole, mesh).into_iter();
     let first = all.next().expect("a world has a process 0");
@@ -52,8 +90,11 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
 /// process order, so each element is added as the whole exchange adds it), then every process
 /// gathers the summed blocks. Each process sends and receives 2 (P - 1) / P of the buffer
 /// instead of P - 1 buffers, and every process holds the same bits.
-fn sum_by_blocks<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> K::P {
-    let link = mesh.link().expect("only meshes in a world exchange");
+fn sum_by_blocks<B: Backend, K: Kind<B>>(
+    whole: K::P,
+    mesh: &Mesh<B::Device>,
+    link: &Arc<dyn ProcessLink>,
+) -> K::P {
     let (n, me) = (mesh.processes(), mesh.process());
     let data = K::into_data(whole);
     let (dtype, shape, size) = (data.dtype, data.shape.clone(), data.dtype.size());
@@ -102,7 +143,7 @@ pub(crate) fn gather_across<B: Backend, K: Kind<B>>(
 
 /// Every process's `p`, in process order, on rank 0's device (this process's as it is).
 fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
-    let link = mesh.link().expect("only meshes in a world exchange");
+    let link = link_here(mesh);
     let data = K::into_data(p.clone());
     let dtype = data.dtype;
     let mut message = Vec::with_capacity(8 * (data.shape.len() + 1) + data.as_bytes().len());
@@ -125,6 +166,15 @@ fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P
             let shape: Vec<usize> = (0..dims)
                 .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
                 .collect();
+            // Every process holds blocks of the same sizes: another shape is another exchange
+            // (the processes' exchanges out of step), never to be added or joined.
+            assert!(
+                shape == data.shape.as_slice(),
+                "firemesh: process {}: process {q} sent a tensor of shape {shape:?} where this \
+                 one has {:?}: the processes' exchanges are out of step",
+                mesh.process(),
+                data.shape
+            );
             let bytes = m[8 * (dims + 1)..].to_vec();
             K::from_data(TensorData::from_bytes_vec(bytes, shape, dtype), home)
         })

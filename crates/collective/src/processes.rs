@@ -24,6 +24,16 @@ pub trait ProcessLink: Send + Sync + 'static {
     /// Every process's `bytes` (lengths may differ), in process order, on every process.
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError>;
 
+    /// A second link over the same processes, made with this one, whose exchanges may run on
+    /// another thread while this link's run (each link keeps its own order of exchanges, which
+    /// every process follows). The early gradient buckets' communication thread crosses the
+    /// processes through it, beside the step's own sums on this link. `None`: the link has
+    /// none (NCCL's, for now), and a world on it sums its gradient buckets after the backward
+    /// pass.
+    fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
+        None
+    }
+
     /// Whether [`ProcessLink::all_to_all`] is the link's own, each part travelling to its
     /// process only (or, for [`ThreadLink`], no bytes travelling at all): then large sums cross
     /// the processes by blocks, else whole.
@@ -134,11 +144,27 @@ struct Round {
 pub struct ThreadLink {
     world: Arc<ThreadWorld>,
     process: usize,
+    /// This process's link of the twin world ([`ProcessLink::side_channel`]).
+    side: Option<Arc<ThreadLink>>,
 }
 
 impl ThreadWorld {
-    /// One link per process, for `processes` threads.
+    /// One link per process, for `processes` threads; each has a side channel (a link of a
+    /// twin world of the same threads).
     pub fn links(processes: usize, timeout: Duration) -> Vec<ThreadLink> {
+        let sides = Self::world(processes, timeout);
+        Self::world(processes, timeout)
+            .into_iter()
+            .zip(sides)
+            .map(|(link, side)| ThreadLink {
+                side: Some(Arc::new(side)),
+                ..link
+            })
+            .collect()
+    }
+
+    /// One link per process of a new world, without side channels.
+    fn world(processes: usize, timeout: Duration) -> Vec<ThreadLink> {
         let world = Arc::new(ThreadWorld {
             state: Mutex::new(Round {
                 given: vec![None; processes],
@@ -152,6 +178,7 @@ impl ThreadWorld {
             .map(|process| ThreadLink {
                 world: world.clone(),
                 process,
+                side: None,
             })
             .collect()
     }
@@ -169,6 +196,11 @@ impl ProcessLink for ThreadLink {
 
     fn processes(&self) -> usize {
         self.world.processes
+    }
+
+    fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
+        let side: Arc<dyn ProcessLink> = self.side.clone()?;
+        Some(side)
     }
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
@@ -307,6 +339,37 @@ mod tests {
             let want: Vec<Vec<u8>> = (0..3u8).map(|q| vec![10 * q + p; p as usize + 1]).collect();
             assert_eq!(got, want);
             assert!(wrong.unwrap_err().0.contains("were expected"));
+        }
+    }
+
+    /// Each process crosses its side channel on a thread of its own while its main thread
+    /// crosses the main link: neither waits for the other, and each keeps its own rounds.
+    #[test]
+    fn a_side_channel_exchanges_beside_the_main_link() {
+        let links = ThreadWorld::links(3, Duration::from_secs(10));
+        let handles: Vec<_> = links
+            .into_iter()
+            .map(|l| {
+                std::thread::spawn(move || {
+                    let side = l.side_channel().expect("thread links have a side channel");
+                    assert!(side.side_channel().is_none());
+                    assert_eq!((side.process(), side.processes()), (l.process(), 3));
+                    let beside = std::thread::spawn(move || {
+                        (0..40u8)
+                            .map(|i| side.all_gather(&[100 + i]).unwrap())
+                            .collect::<Vec<_>>()
+                    });
+                    let main: Vec<_> = (0..40u8).map(|i| l.all_gather(&[i]).unwrap()).collect();
+                    (main, beside.join().unwrap())
+                })
+            })
+            .collect();
+        for h in handles {
+            let (main, side) = h.join().unwrap();
+            for i in 0..40u8 {
+                assert_eq!(main[i as usize], vec![vec![i]; 3]);
+                assert_eq!(side[i as usize], vec![vec![100 + i]; 3]);
+            }
         }
     }
 

@@ -122,10 +122,10 @@ where
     /// `bucket_bytes` (at least one element), each bucket as soon as the backward pass has
     /// filled it. The learning rate is 1e-3 until [`Trainer::with_lr`].
     ///
-    /// On a mesh that is one process's share of a world ([`Mesh::in_world`]) the buckets are
-    /// summed after the backward pass (`EarlyBuckets::arm` arms nothing there): every process
-    /// must cross the processes in the same order, and the early buckets' communication thread
-    /// would race the step's own sums (BatchNorm statistics).
+    /// On a mesh that is one process's share of a world ([`Mesh::in_world`]) the early
+    /// buckets cross the processes through the link's side channel, beside the step's own
+    /// sums (BatchNorm statistics) on the link; where the link has none ([`Mesh::side_link`])
+    /// they are summed after the backward pass.
     pub fn sharded(model: M, optimizer: O, mesh: &Mesh<B::Device>, bucket_bytes: usize) -> Self {
         let bucket_bytes = bucket_bytes.max(1);
         let sums = Sums {

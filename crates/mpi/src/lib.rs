@@ -3,8 +3,12 @@
 //! the world `mpirun`, `mpiexec` or `srun` started; its [`MpiLink`] is the
 //! [`ProcessLink`] a `Mesh::in_world` takes.
 //!
-//! MPI is initialised with `MPI_THREAD_SERIALIZED`: the link takes a lock around every call,
-//! so any thread may use it, one at a time. Every exchange has a deadline: a process that waits
+//! MPI is initialised with `MPI_THREAD_SERIALIZED`: one lock, shared by the link and its side
+//! channel, is held around every MPI call, so any thread may call MPI, one at a time. An
+//! exchange is started, then tested under the lock until it is done, the lock let go between
+//! tests: the world's link (MPI's world communicator) and its side channel (a duplicate of it,
+//! for the early gradient buckets' communication thread) exchange at the same time, each
+//! communicator keeping its own order. Every exchange has a deadline: a process that waits
 //! longer for the others (one lost, stopped, or running other code) ends the whole world with
 //! `MPI_Abort`, naming itself and the wait, instead of hanging.
 
@@ -16,6 +20,7 @@ use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use std::io::Write;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,18 +31,27 @@ pub struct Mpi {
     link: Arc<MpiLink>,
 }
 
-/// This process's link to the others: MPI's world communicator.
+/// This process's link to the others: MPI's world communicator, or (its side channel) a
+/// duplicate of it.
 pub struct MpiLink {
-    world: Mutex<SimpleCommunicator>,
+    /// Never freed by the link: a link may outlive [`Mpi`] (a mesh keeps its link for the
+    /// life of the process), and freeing a duplicate after `MPI_Finalize` aborts; finalising
+    /// releases it.
+    comm: ManuallyDrop<SimpleCommunicator>,
+    /// Held around every MPI call, by this link and its side channel alike.
+    calls: Arc<Mutex<()>>,
     process: usize,
     processes: usize,
     /// Longest wait for the other processes at one exchange.
     timeout: Duration,
+    /// The duplicate communicator ([`ProcessLink::side_channel`]); `None` on the side channel.
+    side: Option<Arc<MpiLink>>,
 }
 
-// SAFETY: MPI was initialised with at least `MPI_THREAD_SERIALIZED`, and every use of the
-// communicator handle is under the mutex, so calls never overlap; the handle itself is a
-// process-wide value (MPI_COMM_WORLD), valid on any thread.
+// SAFETY: MPI was initialised with at least `MPI_THREAD_SERIALIZED`, and every MPI call on the
+// communicator handle (or on a request made from it) is made under `calls`, which the link
+// shares with its side channel, so calls never overlap; the handle is a process-wide value
+// (MPI_COMM_WORLD or a duplicate of it), valid on any thread.
 unsafe impl Send for MpiLink {}
 unsafe impl Sync for MpiLink {}
 
@@ -55,12 +69,18 @@ impl Mpi {
             )));
         }
         let world = universe.world();
-        let link = MpiLink {
-            process: world.rank() as usize,
-            processes: world.size() as usize,
-            world: Mutex::new(world),
+        let side = world.duplicate();
+        let calls = Arc::new(Mutex::new(()));
+        let link = |comm: SimpleCommunicator, side| MpiLink {
+            process: comm.rank() as usize,
+            processes: comm.size() as usize,
+            comm: ManuallyDrop::new(comm),
+            calls: calls.clone(),
             timeout,
+            side,
         };
+        let side = Arc::new(link(side, None));
+        let link = link(world, Some(side));
         Ok(Self {
             _universe: universe,
             link: Arc::new(link),
@@ -79,15 +99,18 @@ impl Mpi {
 }
 
 impl MpiLink {
-    /// Waits for `request` ([`wait_for_exchange`]); past the timeout the world ends.
-    fn wait<'a, R: ?Sized, S: Scope<'a>>(
-        &self,
-        request: Request<'a, R, S>,
-        world: &SimpleCommunicator,
-    ) {
+    /// Holds the lock every MPI call is made under.
+    fn calling(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for `request` ([`wait_for_exchange`]), testing it under the call lock and letting
+    /// the lock go between tests; past the timeout the world ends.
+    fn wait<'a, R: ?Sized, S: Scope<'a>>(&self, request: Request<'a, R, S>) {
         let mut pending = Some(request);
         let done = wait_for_exchange(self.timeout, || {
             let request = pending.take().expect("tested only while pending");
+            let _call = self.calling();
             match request.test() {
                 Ok(_) => Ok(true),
                 Err(request) => {
@@ -102,7 +125,8 @@ impl MpiLink {
                 no_answer(self.process, self.processes, self.timeout)
             );
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            world.abort(1);
+            let _call = self.calling();
+            self.comm.abort(1);
         }
     }
 }
@@ -118,12 +142,15 @@ impl ProcessLink for MpiLink {
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
         let n = self.processes;
-        let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
         let len = i32::try_from(bytes.len()).map_err(|_| too_long(bytes.len()))?;
         let mut lens = vec![0i32; n];
         mpi::request::scope(|scope| {
-            let request = world.immediate_all_gather_into(scope, &len, &mut lens[..]);
-            self.wait(request, &world);
+            let request = {
+                let _call = self.calling();
+                self.comm
+                    .immediate_all_gather_into(scope, &len, &mut lens[..])
+            };
+            self.wait(request);
         });
         let starts = starts(&lens)?;
         let total: usize = lens.iter().map(|&l| l as usize).sum();
@@ -133,9 +160,15 @@ impl ProcessLink for MpiLink {
         if total > 0 {
             let mut into = PartitionMut::new(&mut all[..], &lens[..], &starts[..]);
             mpi::request::scope(|scope| {
-                let request =
-                    world.immediate_all_gather_varcount_into(scope, sendable(bytes), &mut into);
-                self.wait(request, &world);
+                let request = {
+                    let _call = self.calling();
+                    (self.comm).immediate_all_gather_varcount_into(
+                        scope,
+                        sendable(bytes),
+                        &mut into,
+                    )
+                };
+                self.wait(request);
             });
         }
         Ok(split(&all, &lens, &starts))
@@ -143,6 +176,12 @@ impl ProcessLink for MpiLink {
 
     fn has_all_to_all(&self) -> bool {
         true
+    }
+
+    /// The duplicate of the world communicator made at [`Mpi::init`].
+    fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
+        let side: Arc<dyn ProcessLink> = self.side.clone()?;
+        Some(side)
     }
 
     /// MPI's own all-to-all: each part travels to its process only.
@@ -164,13 +203,15 @@ impl ProcessLink for MpiLink {
         let (send_starts, recv_starts) = (starts(&send_lens)?, starts(&recv_lens)?);
         let send = parts.concat();
         let mut all = vec![0u8; lens.iter().sum()];
-        let world = self.world.lock().unwrap_or_else(|p| p.into_inner());
         {
             let from = Partition::new(sendable(&send), &send_lens[..], &send_starts[..]);
             let mut into = PartitionMut::new(&mut all[..], &recv_lens[..], &recv_starts[..]);
             mpi::request::scope(|scope| {
-                let request = world.immediate_all_to_all_varcount_into(scope, &from, &mut into);
-                self.wait(request, &world);
+                let request = {
+                    let _call = self.calling();
+                    (self.comm).immediate_all_to_all_varcount_into(scope, &from, &mut into)
+                };
+                self.wait(request);
             });
         }
         Ok(split(&all, &recv_lens, &recv_starts))
@@ -233,6 +274,10 @@ mod tests {
             link.all_to_all(&parts, &[3, 1]).is_err(),
             "one length per process"
         );
+        let side = link.side_channel().expect("MPI links have a side channel");
+        assert_eq!((side.process(), side.processes()), (0, 1));
+        assert_eq!(side.all_gather(b"side").unwrap(), vec![b"side".to_vec()]);
+        assert!(side.side_channel().is_none());
         assert!(
             Mpi::init(Duration::from_secs(1)).is_err(),
             "a second init is refused"

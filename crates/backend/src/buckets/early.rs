@@ -10,7 +10,8 @@
 //! ([`EarlyBuckets::scattering`]) are reduce-scattered instead, and the gradient carries its
 //! sum as `Shard(0)` blocks, which [`super::reduce_scatter_in_buckets`] takes as they are.
 //!
-//! Where the sum runs: on a communication thread, beside the rest of the backward pass;
+//! Where the sum runs: on the mesh's communication thread, beside the rest of the backward
+//! pass (across the processes of a world, through the link's side channel: `world.rs`);
 //! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
 //! NdArray) the sum runs while the calling thread computes the next gradients. On CubeCL
 //! devices (wgpu, CUDA) the calling thread goes on queuing the backward pass while the
@@ -26,7 +27,7 @@
 //! on the calling thread and sliced, whichever finishes first (the values are the same).
 
 use super::{same_stream, sum_run, F};
-use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
+use crate::exec::lanes::Job;
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
@@ -36,8 +37,8 @@ use firemesh_collective::DeviceStream;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Instant;
 
@@ -116,13 +117,14 @@ impl EarlyBuckets {
     /// Parameter gradients that this thread's ops make on `mesh` join these buckets until the
     /// returned value drops (then the buckets this thread armed there before, if any, are armed
     /// again). Other threads' ops on the mesh do not see them. On a mesh that is one process's
-    /// share of a world ([`Mesh::in_world`]) nothing is armed: every process must cross the
-    /// processes in one order, which a communication thread beside the step's own sums would
-    /// not keep; the gradients are summed at the step.
+    /// share of a world ([`Mesh::in_world`]) the communication thread crosses the processes
+    /// through the link's side channel (`world.rs`); where the link has none
+    /// ([`Mesh::side_link`]) nothing is armed, and the gradients are summed at the step.
     pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
         let thread = std::thread::current().id();
-        let session = (mesh.processes() == 1).then_some(session);
+        let crossing = mesh.processes() == 1 || mesh.side_link().is_some();
+        let session = crossing.then_some(session);
         let previous = mesh.swap_early_buckets(thread, session);
         Armed {
             mesh: mesh.clone(),
@@ -238,6 +240,7 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
     if tensors.is_empty() {
         return;
     }
+    let mesh = tensors[0].mesh.clone();
     stats::early_bucket();
     session.summed.fetch_add(1, Ordering::Relaxed);
     let (wire, scatter) = (session.wire, session.scatter);
@@ -258,7 +261,7 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
             let _ = sum.set((t.into_parts(), placement));
         }
     };
-    let done = on_comm_thread(job);
+    let done = on_comm_thread(&mesh, job);
     locked(&session.in_flight).push(done);
 }
 
@@ -266,19 +269,18 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
 /// the sums, from when every rank's part was there), or why it failed.
 type Summed = Result<Counts, String>;
 
-/// Runs `job` on the process's communication thread (started when first used), after the jobs
-/// queued before it, issuing to the device stream.
-fn on_comm_thread(job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
-    static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
-    let queue = QUEUE.get_or_init(|| Mutex::new(worker("firemesh-comm".into(), DEFAULT_POLL)));
+/// Runs `job` on `mesh`'s communication thread, after the jobs queued before it, issuing to
+/// the device stream and crossing the processes through the side channel.
+fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
     let (done, result) = channel();
     let counted: Job = Box::new(move || {
-        let (outcome, counts) =
-            stats::count(|| DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job))));
+        let (outcome, counts) = stats::count(|| {
+            crate::world::on_side_channel(|| {
+                DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job)))
+            })
+        });
         let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
     });
-    locked(queue)
-        .send(counted)
-        .expect("firemesh: the communication thread has stopped");
+    mesh.on_comm_thread(counted);
     result
 }

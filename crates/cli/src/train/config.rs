@@ -220,6 +220,11 @@ pub struct TrainOptions {
     /// Gradients are summed over the ranks in buckets of this many MiB [default: 25].
     #[arg(long, value_name = "MIB")]
     pub bucket_mib: Option<f64>,
+    /// Sum every gradient bucket after the backward pass instead of as soon as the backward
+    /// pass fills it (for comparisons: the communication early buckets hide).
+    #[arg(long)]
+    #[serde(default)]
+    pub late_buckets: bool,
     /// Batches prepared ahead on worker threads [default: 2].
     #[arg(long)]
     pub prefetch: Option<usize>,
@@ -322,6 +327,8 @@ pub struct TrainConfig {
     pub loss_scaling: LossScaling,
     /// Bytes of a gradient bucket.
     pub bucket_bytes: usize,
+    /// Buckets summed during the backward pass as it fills them (else after it).
+    pub early_buckets: bool,
     pub prefetch: usize,
     pub workers: usize,
     pub log_every: usize,
@@ -442,6 +449,7 @@ impl TrainConfig {
             },
             loss_scaling,
             bucket_bytes,
+            early_buckets: !o.late_buckets,
             prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,
             workers: at_least_one("--workers", o.workers.unwrap_or(2))?,
             log_every: at_least_one("--log-every", o.log_every.unwrap_or(10))?,

@@ -143,6 +143,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         .starting_at(start)
         .with_precision(c.precision)?;
     trainer = trainer.with_zero(c.zero)?;
+    if !c.early_buckets {
+        trainer = trainer.without_early_buckets();
+    }
     if lead && c.zero == 1 && c.optimizer == firemesh_zoo::OptimizerKind::Sgd && c.momentum == 0.0 {
         println!(
             "note: --zero 1: SGD without momentum keeps no state, so there is nothing to shard"

@@ -203,7 +203,11 @@ fn two_processes_of_two_ranks_train_as_one_process_of_four() {
         ),
     ];
     for (i, (model, job, classes, image_size)) in jobs.into_iter().enumerate() {
-        let common = format!("train --mesh cpu --batch 8 --steps 6 --checkpoint-every 3 {job}");
+        // Buckets of 10 KiB: several fill during each backward pass and cross the processes
+        // early, through MPI's side communicator.
+        let common = format!(
+            "train --mesh cpu --batch 8 --steps 6 --checkpoint-every 3 --bucket-mib 0.01 {job}"
+        );
         let one = cwd.join(format!("{i}-{model}-1x4"));
         let two = cwd.join(format!("{i}-{model}-2x2"));
         ok(&alone(&cwd, &args(&format!("{common} --ranks 4"), &one)));
@@ -221,6 +225,7 @@ fn two_processes_of_two_ranks_train_as_one_process_of_four() {
         let s = summary(&two);
         assert_eq!(s["ranks"], 4);
         assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["early_gradient_collectives"].as_u64().unwrap() > 0, "{s}");
         let (want, got) = (losses(&one), losses(&two));
         assert_eq!(want.len(), 6);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -455,11 +460,12 @@ fn a_wgpu_world_of_two_processes_trains_as_one_process_of_four_clients() {
     }
     let cwd = scratch("mpi-wgpu");
     let common = "train --mesh wgpu --model resnet-tiny --image-size 8 --samples 48 \
-                  --eval-samples 8 --batch 8 --steps 4 --checkpoint-every 4";
+                  --eval-samples 8 --batch 8 --steps 4 --checkpoint-every 4 --bucket-mib 0.01";
     let apart = world_against_one_process(&cwd, common, 2, 2);
     let (one, two) = (cwd.join("1x4"), cwd.join("2x2"));
     let s = summary(&two);
     assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["early_gradient_collectives"].as_u64().unwrap() > 0, "{s}");
     let (want, got) = (losses(&one), losses(&two));
     assert_eq!((want.len(), got.len()), (4, 4));
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {

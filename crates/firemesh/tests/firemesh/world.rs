@@ -63,23 +63,38 @@ fn resnet_steps<O: Optimizer<ResNet<Ad>, Ad>>(
 ) -> Vec<f64> {
     (0..STEPS)
         .map(|i| {
-            t.step(|m| {
-                let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
-                let y = shard_int(labels::<Ad>(BATCH, i, mesh), 0).unwrap();
-                Ok(step_loss(m, x, y))
-            })
-            .unwrap()
-            .loss
+            let report = t
+                .step(|m| {
+                    let x = shard(images::<Ad>(BATCH, 8, i, mesh), 0).unwrap();
+                    let y = shard_int(labels::<Ad>(BATCH, i, mesh), 0).unwrap();
+                    Ok(step_loss(m, x, y))
+                })
+                .unwrap();
+            EARLY.with(|e| e.set(e.get() + report.early_gradient_collectives));
+            report.loss
         })
         .collect()
 }
 
+thread_local! {
+    /// Gradient buckets summed during the backward pass by this thread's training loops.
+    static EARLY: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// `STEPS` SGD steps of the tiny ResNet on `mesh`: the losses and the final parameters.
 fn train_resnet(mesh: &Mesh<FlexDevice>, record: &[u8]) -> Run {
+    train_resnet_buckets(mesh, record, true)
+}
+
+/// [`train_resnet`], its gradient buckets summed during the backward pass (`early`) or after.
+fn train_resnet_buckets(mesh: &Mesh<FlexDevice>, record: &[u8], early: bool) -> Run {
     let config = ResNetConfig::tiny(10);
     let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
     let optimizer = SgdConfig::new().init();
     let mut t = Trainer::sharded(model, optimizer, mesh, 4000).with_lr(|_| 0.05);
+    if !early {
+        t = t.without_early_buckets();
+    }
     let losses = resnet_steps(&mut t, mesh);
     (losses, params(t.model()))
 }
@@ -166,6 +181,38 @@ fn two_processes_of_two_ranks_train_resnet_and_gpt_as_one_process_of_four() {
     let gpts: Vec<_> = world.iter().map(|((_, g), _)| g.clone()).collect();
     check("tiny ResNet", &want_resnet, &resnets);
     check("tiny GPT", &want_gpt, &gpts);
+}
+
+/// Early buckets in a world: the communication thread crosses the processes through the
+/// side channel while the step's own sums (BatchNorm's statistics, during the same backward
+/// pass) cross the main link. The run is bit for bit the one whose buckets are all summed
+/// after the backward pass, and buckets were summed early on every process.
+#[test]
+fn early_buckets_cross_the_processes_beside_the_steps_own_sums_bit_for_bit() {
+    let resnet = Arc::new(record_of(ResNetConfig::tiny(10).init(&FlexDevice).unwrap()));
+    let r = resnet.clone();
+    let world = in_world(2, 2, move |mesh| {
+        assert!(mesh.side_link().is_some());
+        EARLY.with(|e| e.set(0));
+        let early = train_resnet_buckets(&mesh, &r, true);
+        let summed_early = EARLY.with(|e| e.replace(0));
+        let late = train_resnet_buckets(&mesh, &r, false);
+        (early, summed_early, late, EARLY.with(|e| e.get()))
+    });
+    for (p, (early, summed_early, late, summed_late)) in world.iter().enumerate() {
+        assert!(
+            *summed_early >= STEPS,
+            "process {p}: {summed_early} buckets summed early in {STEPS} steps"
+        );
+        assert_eq!(*summed_late, 0, "process {p}: early buckets were off");
+        assert_eq!(early, late, "process {p}: early and late buckets differ");
+        assert_eq!(early, &world[0].0, "process {p} differs from process 0");
+    }
+    println!(
+        "2 processes x 2 ranks: {} buckets summed early per process, the same bits as after \
+         the backward pass",
+        world[0].1
+    );
 }
 
 /// `STEPS` AdamW steps of the tiny ResNet with ZeRO-1: the losses, the final parameters and
