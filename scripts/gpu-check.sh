@@ -239,7 +239,7 @@ phase_correct() {
         step "collectives, stream-ordered copies" 75 env FIREMESH_REQUIRE_CUDA=1 "$c" "cuda::stream::${quick[*]:-}" --test-threads=1
         step "collectives, one GPU as two" 60 env FIREMESH_REQUIRE_CUDA=1 "$c" cuda::sync_as_peers:: cuda::stream_as_peers:: --test-threads=1
         step "stream-ordered, one hardware queue" 50 env FIREMESH_REQUIRE_CUDA=1 CUDA_DEVICE_MAX_CONNECTIONS=1 "$c" cuda::stream:: --test-threads=1
-        step "NCCL link: join, gather, a lost peer" 15 env FIREMESH_REQUIRE_CUDA=1 "$BIN/nccl" --test-threads=1
+        step "NCCL link: join, gather, a side channel, a lost peer" 15 env FIREMESH_REQUIRE_CUDA=1 "$BIN/nccl" --test-threads=1
         if [ "$FOUND_SANITIZER" != none ]; then
             step "memcheck of the collectives" 60 "$FOUND_SANITIZER" --tool memcheck --error-exitcode 3 "$c" cuda::stream::rounding_and_agreement cuda::sync::rounding_and_agreement --test-threads=1
         else
@@ -253,7 +253,7 @@ phase_correct() {
         step "collectives, stream-ordered copies" 0 - "wgpu transfers are read-backs"
         step "collectives, one GPU as two" 0 - "wgpu clients are separate devices already"
         step "stream-ordered, one hardware queue" 0 - "CUDA_DEVICE_MAX_CONNECTIONS is CUDA's"
-        step "NCCL link: join, gather, a lost peer" 0 - "NCCL is CUDA's"
+        step "NCCL link: join, gather, a side channel, a lost peer" 0 - "NCCL is CUDA's"
         step "memcheck of the collectives" 0 - "compute-sanitizer is CUDA's"
         local stress=stress::burn_ops_and_collectives_share_one_wgpu_device
         [ "$QUICK" = 1 ] && stress=stress::every_part_of_a_wgpu_run

@@ -5,11 +5,14 @@
 //!   ([`Mesh::use_collectives`], e.g. a `firemesh_collective::Group` reducing in device memory
 //!   with our CubeCL kernels), or else a `firemesh_collective::PortableGroup`;
 //! - other kinds on several devices: through host memory;
-//! - a mesh that is one process's share of a world of processes: its ranks' parts on rank 0,
-//!   then across the processes (`world.rs`).
+//! - a mesh that is one process's share of a world of processes: a sum inside the process
+//!   (reduce-scattered by the group where there is one), then across the processes on one
+//!   buffer per process (`world.rs`), then shared inside the process again (the group's
+//!   all-gather); a gather: its ranks' parts on rank 0, then across the processes.
 
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
+use crate::placement::even_split;
 use crate::stats;
 use crate::world;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, TensorPrimitive};
@@ -74,11 +77,12 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     let _span = comm_span("sum", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
-    match sum_way::<B, K>(mesh) {
-        Way::Moves => {
-            let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
-            deliver::<B, K>(whole, mesh, to)
-        }
+    if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        return sum_in_world::<B, K>(parts, mesh, to);
+    }
+    match route::<B, K>(mesh).1 {
+        Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
         Way::Group(group) => {
             let shape = parts[0].shape();
             let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, shape.num_elements()));
@@ -89,6 +93,60 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
             kind_parts::<B, K>(take(sums, to))
         }
     }
+}
+
+/// [`sum`] on a mesh that is one process's share of a world: inside the process first, then
+/// across the processes on one buffer per process (`world::sum_across`), then shared inside the
+/// process again. Where the ranks sum through a collective group (float parts on several
+/// devices), the group does the inside levels: a reduce-scatter (rank r receives block r of
+/// the process's sum), the blocks joined on rank 0, and after the crossing each rank takes its
+/// block of the world's sum back and the group all-gathers them. Otherwise (one device, other
+/// kinds, fewer elements than ranks) the parts are added on rank 0 and the sum moved to each.
+fn sum_in_world<B: Backend, K: Kind<B>>(
+    parts: Vec<K::P>,
+    mesh: &Mesh<B::Device>,
+    to: To,
+) -> Vec<K::P> {
+    let shape = parts[0].shape();
+    let elements = shape.num_elements();
+    let group = match route::<B, K>(mesh).1 {
+        Way::Group(group) if elements >= mesh.len() => group,
+        _ => {
+            let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
+            return deliver::<B, K>(whole, mesh, to);
+        }
+    };
+    let lens = even_split(elements, mesh.len());
+    let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, elements));
+    let blocks = group_call(
+        "reduce-scatter",
+        group.reduce_scatter(flats.collect(), &lens),
+    );
+    let home = mesh.device(0);
+    let blocks = blocks
+        .into_iter()
+        .map(|b| <FloatKind as Kind<B>>::move_to(unflat(b), home))
+        .collect();
+    let node = B::float_cat(blocks, 0);
+    let whole = world::sum_across::<B, FloatKind>(node, mesh);
+    if to == To::FirstRank {
+        return kind_parts::<B, K>(vec![B::float_reshape(whole, shape)]);
+    }
+    let mut start = 0;
+    let pieces = (lens.iter().zip(mesh.devices()))
+        .map(|(&len, device)| {
+            let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
+            start += len;
+            let piece = B::float_slice(whole.clone(), &range);
+            let piece = <FloatKind as Kind<B>>::move_to(piece, device);
+            flat::<B>(piece, len)
+        })
+        .collect();
+    let wholes = group_call("all-gather", group.gather(pieces));
+    let wholes = wholes
+        .into_iter()
+        .map(|t| B::float_reshape(unflat(t), shape.clone()));
+    kind_parts::<B, K>(wholes.collect())
 }
 
 /// The sum of the parts on rank 0's device, added in rank order.

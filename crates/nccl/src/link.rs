@@ -20,6 +20,8 @@ pub struct NcclLink {
     process: usize,
     processes: usize,
     timeout: Duration,
+    /// A second communicator of the same processes ([`NcclLink::with_side_channel`]).
+    side: Option<Arc<NcclLink>>,
 }
 
 /// The way to the communicator's thread.
@@ -135,7 +137,26 @@ impl NcclLink {
             process,
             processes,
             timeout,
+            side: None,
         })
+    }
+
+    /// This link with `side` (another communicator of the same processes, joined with another
+    /// id) as its side channel ([`ProcessLink::side_channel`]): the early gradient buckets'
+    /// thread gathers through it while the step's own sums take this one, each communicator
+    /// on its own thread and stream. NCCL's documentation warns that collectives of two
+    /// communicators running at once on one GPU can deadlock where their kernels cannot all
+    /// be resident; PyTorch runs several process groups so, and gathers of a few blocks fit
+    /// any GPU here many times over.
+    pub fn with_side_channel(mut self, side: NcclLink) -> Result<Self, LinkError> {
+        if (side.process, side.processes) != (self.process, self.processes) {
+            return Err(LinkError(format!(
+                "a side channel as process {} of {}, for a link of process {} of {}",
+                side.process, side.processes, self.process, self.processes
+            )));
+        }
+        self.side = Some(Arc::new(side));
+        Ok(self)
     }
 }
 
@@ -168,6 +189,11 @@ impl ProcessLink for NcclLink {
 
     fn processes(&self) -> usize {
         self.processes
+    }
+
+    fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
+        let side: Arc<dyn ProcessLink> = self.side.clone()?;
+        Some(side)
     }
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {

@@ -34,6 +34,32 @@ fn a_world_of_one_process_gathers_its_own_bytes_through_nccl() {
     println!("NCCL {v} on {uuid}: gathered 3 B, 0 B and 5 MB");
 }
 
+/// A link with a side channel: two communicators, each gathering on its own thread at once.
+#[test]
+fn a_side_channel_gathers_beside_the_link() {
+    if nccl_here().is_none() {
+        return;
+    }
+    let timeout = Duration::from_secs(60);
+    let join = || NcclLink::connect(0, 0, 1, UniqueId::new().unwrap(), timeout).unwrap();
+    let link = join().with_side_channel(join()).unwrap();
+    let side = link.side_channel().expect("a side channel");
+    assert!(side.side_channel().is_none());
+    let beside = std::thread::spawn(move || {
+        (0..50u32)
+            .map(|i| side.all_gather(&i.to_le_bytes()).unwrap())
+            .collect::<Vec<_>>()
+    });
+    for i in 0..50u32 {
+        let bytes = vec![i as u8; 1000 + i as usize];
+        assert_eq!(link.all_gather(&bytes).unwrap(), vec![bytes]);
+    }
+    for (i, got) in beside.join().unwrap().into_iter().enumerate() {
+        assert_eq!(got, vec![(i as u32).to_le_bytes().to_vec()]);
+    }
+    println!("NCCL: 50 gathers on a link and 50 on its side channel, at once");
+}
+
 #[test]
 fn a_join_whose_other_process_never_comes_fails_within_its_timeout() {
     if nccl_here().is_none() {

@@ -309,3 +309,66 @@ fn a_cnn_on_rank_threads_over_separate_wgpu_clients_matches_the_ranks_in_turn_bi
         "the same parameters, bit for bit"
     );
 }
+
+/// A world of 2 processes (threads joined by a `ThreadWorld`) of 2 wgpu clients each, with
+/// the CubeCL group registered: a `Partial` sum goes inside each process through the group
+/// (reduce-scatter, then all-gather), across the processes on one buffer, and ends as the
+/// one-process sum of all 4 addends on every client of every process.
+#[test]
+fn a_world_sums_inside_each_process_through_its_group_then_across() {
+    use firemesh_collective::{ProcessLink, ThreadWorld};
+    let len = 1001;
+    let addend = |r: usize| -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 31 + r * 17) % 97) as f32 / 97.0 - 0.5)
+            .collect()
+    };
+    let want: Vec<f32> = (0..len)
+        .map(|i| (0..4).map(|r| addend(r)[i]).sum())
+        .collect();
+    let Some(devices) = devices(4) else { return };
+    let links = ThreadWorld::links(2, std::time::Duration::from_secs(60));
+    let got: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (links.into_iter().zip(devices.chunks(2)))
+            .map(|(link, devices)| {
+                let (addend, devices) = (&addend, devices.to_vec());
+                s.spawn(move || {
+                    let p = link.process();
+                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
+                    let mesh = W::world_mesh(devices.clone(), link).unwrap();
+                    let group =
+                        firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices)
+                            .unwrap();
+                    mesh.use_collectives::<Wgpu>(group);
+                    let parts = (0..2)
+                        .map(|r| {
+                            let values = addend(2 * p + r);
+                            Tensor::<Wgpu, 1>::from_floats(values.as_slice(), mesh.device(r))
+                        })
+                        .collect();
+                    let (values, counts) = firemesh_backend::stats::count(|| {
+                        let t =
+                            firemesh_backend::from_parts::<W, 1>(&mesh, parts, Placement::Partial)
+                                .unwrap();
+                        let summed = redistribute(t, Placement::Replicated);
+                        let parts = firemesh_backend::shards(summed);
+                        parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
+                    });
+                    (values, counts)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (p, (values, counts)) in got.iter().enumerate() {
+        assert_eq!(counts.route(Route::AcrossProcesses), 1, "{counts:?}");
+        assert_eq!(counts.route(Route::MeshGroup), 1, "{counts:?}");
+        for (r, data) in values.iter().enumerate() {
+            let what = format!("process {p}, client {r}");
+            let want = burn::tensor::TensorData::new(want.clone(), [len]);
+            assert_close(data.clone(), want, 1e-6, &what);
+            assert_eq!(data, &values[0], "{what}: the clients differ");
+        }
+        assert_eq!(values[0], got[0].0[0], "process {p} differs from process 0");
+    }
+}

@@ -191,16 +191,20 @@ fn nccl_link(first: usize, processes: &Processes) -> Result<Arc<dyn ProcessLink>
             )));
         }
     }
-    let hex = processes.decided_by_lead(|| {
-        let id = firemesh_nccl::UniqueId::new().map_err(|e| Error::World(e.0))?;
-        Ok(id.to_hex())
-    })?;
-    let id = firemesh_nccl::UniqueId::from_hex(&hex).map_err(|e| Error::World(e.0))?;
-    let (p, n) = (processes.index(), processes.count());
-    let link = firemesh_nccl::NcclLink::connect(first, p, n, id, processes.timeout())
-        .map_err(|e| Error::World(e.0));
-    let link = processes.agree(link)?;
-    Ok(Arc::new(link))
+    // Two communicators: the link, and its side channel for the early gradient buckets.
+    let join = || -> Result<firemesh_nccl::NcclLink> {
+        let hex = processes.decided_by_lead(|| {
+            let id = firemesh_nccl::UniqueId::new().map_err(|e| Error::World(e.0))?;
+            Ok(id.to_hex())
+        })?;
+        let id = firemesh_nccl::UniqueId::from_hex(&hex).map_err(|e| Error::World(e.0))?;
+        let (p, n) = (processes.index(), processes.count());
+        let link = firemesh_nccl::NcclLink::connect(first, p, n, id, processes.timeout())
+            .map_err(|e| Error::World(e.0));
+        processes.agree(link)
+    };
+    let link = join()?.with_side_channel(join()?);
+    Ok(Arc::new(link.map_err(|e| Error::World(e.0))?))
 }
 
 /// Checks a world of `processes` before it trains: the same settings on every process first,

@@ -103,7 +103,7 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
                 "collectives, synchronous copies",
                 "collectives, one GPU as two",
                 "stream-ordered, one hardware queue",
-                "NCCL link: join, gather, a lost peer",
+                "NCCL link: join, gather, a side channel, a lost peer",
                 "memcheck of the collectives",
                 "streams: Burn ops and collectives from many threads",
                 "train on 2 ranks, rank threads",

@@ -107,6 +107,27 @@ fn a_batch_of_any_size_splits_over_the_ranks() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--late-buckets` sums every gradient bucket after the backward pass: no bucket early, and
+/// the same parameters, bit for bit, as the run that sums them during it (the default).
+#[test]
+fn late_buckets_train_to_the_bits_of_early_ones() {
+    let dir = scratch("late-buckets");
+    let run = |name: &str, late_buckets: bool| {
+        train::run(&config(TrainOptions {
+            steps: Some(3),
+            bucket_mib: Some(0.01),
+            late_buckets,
+            ..tiny(&dir.join(name))
+        }))
+        .unwrap()
+    };
+    let (early, late) = (run("early", false), run("late", true));
+    assert!(early.early_gradient_collectives > 0, "{early:?}");
+    assert_eq!(late.early_gradient_collectives, 0);
+    assert_eq!(early.params_digest, late.params_digest);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--precision bf16 --comm-precision bf16`: the run says so in its summary, each step's
 /// metrics give the bytes it summed, and its gradients crossed in half the bytes of the f32
 /// run's (the other sums, BatchNorm's statistics and the loss, are the same in both).
