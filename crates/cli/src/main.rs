@@ -122,9 +122,10 @@ fn main() {
         }
         _ => firemesh_cli::world::World::single(),
     };
-    // A run in a world of several processes joins it through MPI first (or is refused), before
-    // anything is written; the join is kept until the run ends (dropping it finalises MPI,
-    // which mpirun expects of a process that ends well).
+    // A run in a world of several processes joins it first (through MPI, or by NCCL's own
+    // bootstrap under torchrun-style variables), or is refused, before anything is written;
+    // MPI's join is kept until the run ends (dropping it finalises MPI, which mpirun expects
+    // of a process that ends well).
     let (_mpi, processes) = match &cli.command {
         Command::Train {
             dry_run: false,
@@ -421,7 +422,27 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
     Ok((n, total / iters as f64, ok))
 }
 
-/// The processes of `world` joined through MPI (nothing to join for one process).
+/// The processes of a torchrun-style `world`, joined by NCCL's own bootstrap (`None` for other
+/// worlds). NCCL reads where process 0 listens from `NCCL_COMM_ID` (in `ncclGetUniqueId`, and
+/// in process 0's `ncclCommInitRank`, which then listens at the id's address): set here, at the
+/// program's edge, while this process has one thread, once for each of the world's two
+/// communicators, and left set.
+fn join_by_nccl(
+    world: &firemesh_cli::world::World,
+    timeout: f64,
+) -> Result<Option<firemesh_cli::train::Processes>> {
+    if world.nccl_meeting().is_none() {
+        return Ok(None);
+    }
+    let id_at = |place: &str| {
+        std::env::set_var("NCCL_COMM_ID", place);
+        firemesh_nccl::UniqueId::new()
+    };
+    firemesh_cli::train::join_by_nccl(world, id_at, world_timeout(timeout)?).map(Some)
+}
+
+/// The processes of `world` joined through MPI (nothing to join for one process), or by NCCL's
+/// own bootstrap (torchrun-style variables).
 #[cfg(feature = "mpi")]
 fn join(
     world: &firemesh_cli::world::World,
@@ -431,6 +452,9 @@ fn join(
     use firemesh_collective::ProcessLink;
     if world.is_single() {
         return Ok((None, Processes::alone()));
+    }
+    if let Some(processes) = join_by_nccl(world, timeout)? {
+        return Ok((None, processes));
     }
     let timeout = world_timeout(timeout)?;
     let mpi = firemesh_mpi::Mpi::init(timeout).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -451,7 +475,6 @@ fn join(
 }
 
 /// `--world-timeout`, checked.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn world_timeout(seconds: f64) -> Result<std::time::Duration> {
     if !(seconds.is_finite() && seconds > 0.0) {
         return Err(Error::Invalid(format!(
@@ -461,13 +484,17 @@ fn world_timeout(seconds: f64) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
-/// Without MPI only one process trains.
+/// Without MPI only one process trains, or a torchrun-style world joined by NCCL's own
+/// bootstrap.
 #[cfg(not(feature = "mpi"))]
 fn join(
     world: &firemesh_cli::world::World,
     timeout: f64,
 ) -> Result<((), firemesh_cli::train::Processes)> {
     world_timeout(timeout)?;
+    if let Some(processes) = join_by_nccl(world, timeout)? {
+        return Ok(((), processes));
+    }
     world.check_single()?;
     Ok(((), firemesh_cli::train::Processes::alone()))
 }

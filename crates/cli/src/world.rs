@@ -8,11 +8,14 @@
 //! torchrun comes before Slurm because `srun` often starts torchrun, whose processes inherit
 //! the step's one-task variables; Slurm's step variables, not `SLURM_NTASKS`, because a batch
 //! script run without `srun` is one process of a job of several tasks. With none of them the
-//! world is this one process. A build with the `mpi` feature joins a world of several through
-//! MPI (so its processes must be MPI's: `mpirun`, `mpiexec` or `srun`; torchrun-style variables
-//! alone are refused, naming them); a build without it refuses such a world before anything is
-//! written, since N processes each training the whole job into one run folder would overwrite
-//! each other's checkpoints. `firemesh train --dry-run` describes the world either way.
+//! world is this one process. A build with the `mpi` feature joins the world of an MPI launcher
+//! (`mpirun`, `mpiexec` or `srun`) through MPI; a build without it refuses such a world before
+//! anything is written, since N processes each training the whole job into one run folder
+//! would overwrite each other's checkpoints. Torchrun-style variables start NCCL's own
+//! bootstrap instead, in any build: process 0 listens at `MASTER_ADDR`, on the two ports after
+//! `MASTER_PORT` (torchrun's own store holds `MASTER_PORT`), for the world's two communicators
+//! ([`World::nccl_meeting`]); such a world trains CUDA meshes only, one process per node.
+//! `firemesh train --dry-run` describes the world either way.
 
 use crate::{Error, Result};
 use std::fmt;
@@ -53,6 +56,8 @@ pub struct World {
     /// Where the processes meet (torchrun's `MASTER_ADDR:MASTER_PORT`), where the launcher
     /// names one; MPI and Slurm bring their own.
     pub bootstrap: Option<String>,
+    /// The processes on this node, where the launcher says (torchrun's `LOCAL_WORLD_SIZE`).
+    pub local_processes: Option<usize>,
 }
 
 impl Default for World {
@@ -70,6 +75,7 @@ impl World {
             processes: 1,
             local_process: None,
             bootstrap: None,
+            local_processes: None,
         }
     }
 
@@ -111,9 +117,12 @@ impl World {
                     "{rank}={process} and {size}={processes}: not a process of that world"
                 )));
             }
-            let bootstrap = match launcher {
-                Launcher::Torchrun if processes > 1 => Some(meeting_place(&var, size, processes)?),
-                _ => None,
+            let (bootstrap, local_processes) = match launcher {
+                Launcher::Torchrun if processes > 1 => (
+                    Some(meeting_place(&var, size, processes)?),
+                    number("LOCAL_WORLD_SIZE")?,
+                ),
+                _ => (None, None),
             };
             return Ok(Self {
                 launcher,
@@ -121,9 +130,22 @@ impl World {
                 processes,
                 local_process: number(local)?,
                 bootstrap,
+                local_processes,
             });
         }
         Ok(Self::single())
+    }
+
+    /// Where NCCL's own bootstrap meets, in a torchrun-style world of several processes: the
+    /// addresses of the world's two communicators (its link and the link's side channel),
+    /// `MASTER_ADDR` at `MASTER_PORT` + 1 and + 2, where process 0 listens. `None` in other
+    /// worlds (MPI brings its own bootstrap).
+    pub fn nccl_meeting(&self) -> Option<[String; 2]> {
+        let place = self.bootstrap.as_deref()?;
+        let (addr, port) = place.rsplit_once(':')?;
+        let port: u16 = port.parse().ok()?;
+        let at = |k: u16| Some(format!("{addr}:{}", port.checked_add(k)?));
+        Some([at(1)?, at(2)?])
     }
 
     /// One process, however it was launched.
@@ -172,10 +194,12 @@ fn meeting_place(
              MASTER_PORT"
         )));
     };
+    // NCCL's bootstrap takes the two ports after it (`World::nccl_meeting`).
     match port.trim().parse::<u16>() {
-        Ok(p) if p > 0 => Ok(format!("{addr}:{p}")),
+        Ok(p) if p > 0 && p <= u16::MAX - 2 => Ok(format!("{addr}:{p}")),
         _ => Err(Error::Invalid(format!(
-            "MASTER_PORT={port:?}: not a TCP port (1-65535)"
+            "MASTER_PORT={port:?}: not a TCP port with two more after it (1-65533; NCCL's \
+             bootstrap listens on the two ports after MASTER_PORT)"
         ))),
     }
 }

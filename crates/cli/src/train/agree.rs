@@ -15,6 +15,9 @@ pub struct Processes {
     link: Option<Arc<dyn ProcessLink>>,
     /// The longest wait for the other processes at one exchange (`--world-timeout`).
     timeout: Duration,
+    /// Where NCCL's own bootstrap met, where it joined the processes (torchrun-style
+    /// variables): then `link` is NCCL's, of each process's GPU 0, and there is no MPI.
+    nccl_bootstrap: Option<String>,
 }
 
 impl Processes {
@@ -28,7 +31,22 @@ impl Processes {
         Self {
             link: Some(link),
             timeout,
+            nccl_bootstrap: None,
         }
+    }
+
+    /// The processes NCCL's own bootstrap joined at `meeting` (torchrun-style variables):
+    /// `link` is NCCL's, of each process's GPU 0.
+    pub fn joined_by_nccl(link: Arc<dyn ProcessLink>, timeout: Duration, meeting: String) -> Self {
+        Self {
+            nccl_bootstrap: Some(meeting),
+            ..Self::joined(link, timeout)
+        }
+    }
+
+    /// Where NCCL's own bootstrap met, where it joined the processes (no MPI then).
+    pub fn nccl_bootstrap(&self) -> Option<&str> {
+        self.nccl_bootstrap.as_deref()
     }
 
     /// The longest wait for the other processes at one exchange, for links made later (NCCL's).

@@ -6,6 +6,7 @@
 //! time on worker threads), evaluates on the held-out split after every epoch, checkpoints, and
 //! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
 
+mod across;
 pub mod agree;
 pub(crate) mod charts;
 pub mod config;
@@ -18,6 +19,7 @@ mod progress;
 mod run;
 mod stop;
 
+pub use across::join_by_nccl;
 pub use agree::Processes;
 pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
@@ -29,9 +31,7 @@ pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 use crate::world::World;
 use crate::{Error, Result};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
-use firemesh_collective::ProcessLink;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
 /// run with the default [`RuntimeConfig`].
@@ -109,7 +109,7 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     let across = if world.is_single() {
         "none (one process)".to_string()
     } else {
-        match world_support(&mesh) {
+        match across::world_support(&mesh, world.nccl_meeting().map(|m| m[0].clone()).as_deref()) {
             Ok(how) => format!("{how} (process 0 writes the run folder)"),
             Err(e) => format!("none: {e}"),
         }
@@ -144,100 +144,6 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     ))
 }
 
-/// How a run on `mesh` crosses the processes of a world, or why it cannot: CPU and wgpu
-/// meshes through MPI, CUDA meshes through NCCL (found at run time), in a build with the `mpi`
-/// feature.
-fn world_support(mesh: &DeviceMesh) -> Result<String> {
-    if !cfg!(feature = "mpi") {
-        return Err(Error::Invalid(
-            "this firemesh was built without MPI, so it trains in one process: build it with \
-             `--features mpi` (needs OpenMPI and libclang) to train across processes"
-                .into(),
-        ));
-    }
-    let through_mpi = "MPI, one buffer per process after the process's own ranks";
-    match mesh {
-        DeviceMesh::Cpu { .. } => Ok(through_mpi.into()),
-        DeviceMesh::Wgpu(_) => Ok(format!("{through_mpi} (read back to the host)")),
-        DeviceMesh::Cuda(d) => {
-            let version = firemesh_nccl::version().map_err(|e| {
-                Error::Invalid(format!(
-                    "{} across processes needs NCCL: {}",
-                    mesh.describe(),
-                    e.0
-                ))
-            })?;
-            Ok(format!(
-                "NCCL {version} from each process's first GPU (here GPU {}; NCCL's id sent over \
-                 MPI), one buffer per process after the process's own ranks, staged through the \
-                 host",
-                d[0].index
-            ))
-        }
-    }
-}
-
-/// The NCCL link of a CUDA mesh whose first GPU is `first`, in the world `processes` form:
-/// every process joins from its own GPU (two processes on one GPU are refused alike on every
-/// process), with the id process 0 makes, carried over the world's MPI link.
-fn nccl_link(first: usize, processes: &Processes) -> Result<Arc<dyn ProcessLink>> {
-    let mine = firemesh_nccl::gpu_uuid(first).map_err(|e| Error::World(e.0));
-    let gpus = processes.each(mine)?;
-    for (q, gpu) in gpus.iter().enumerate() {
-        if let Some(p) = gpus[..q].iter().position(|g| g == gpu) {
-            return Err(Error::World(format!(
-                "processes {p} and {q} would both join NCCL from {gpu}: NCCL takes one GPU per \
-                 process; start one process per node (its mesh takes all the node's GPUs)"
-            )));
-        }
-    }
-    // Two communicators: the link, and its side channel for the early gradient buckets.
-    let join = || -> Result<firemesh_nccl::NcclLink> {
-        let hex = processes.decided_by_lead(|| {
-            let id = firemesh_nccl::UniqueId::new().map_err(|e| Error::World(e.0))?;
-            Ok(id.to_hex())
-        })?;
-        let id = firemesh_nccl::UniqueId::from_hex(&hex).map_err(|e| Error::World(e.0))?;
-        let (p, n) = (processes.index(), processes.count());
-        let link = firemesh_nccl::NcclLink::connect(first, p, n, id, processes.timeout())
-            .map_err(|e| Error::World(e.0));
-        processes.agree(link)
-    };
-    let link = join()?.with_side_channel(join()?);
-    Ok(Arc::new(link.map_err(|e| Error::World(e.0))?))
-}
-
-/// Checks a world of `processes` before it trains: the same settings on every process first,
-/// then (alike on every process, so refused by all of them together) a mesh it can span and a
-/// batch that splits into equal shares per process with at least one sample per rank.
-fn check_world(config: &TrainConfig, mesh: &DeviceMesh, processes: &Processes) -> Result<()> {
-    let count = processes.count();
-    if count == 1 {
-        return Ok(());
-    }
-    let settings = serde_json::to_string(config).map_err(|e| Error::json("the settings", e))?;
-    let digest = format!("{:08x}", crc32fast::hash(settings.as_bytes()));
-    processes.check_same("the run's settings", &format!("settings digest {digest}"))?;
-    // A process whose GPUs were not found would train on its CPU, beside CUDA meshes.
-    let kind = match mesh {
-        DeviceMesh::Cuda(_) => "CUDA",
-        DeviceMesh::Wgpu(_) => "wgpu",
-        DeviceMesh::Cpu { .. } => "CPU",
-    };
-    let ranks = mesh.ranks();
-    processes.check_same("the mesh", &format!("a {kind} mesh of {ranks} ranks"))?;
-    processes.each(world_support(mesh))?;
-    let world_ranks = count * mesh.ranks();
-    if config.batch < world_ranks || !config.batch.is_multiple_of(count) {
-        return Err(Error::World(format!(
-            "--batch {} does not fit the world: it needs at least one sample for each of the \
-             {world_ranks} ranks and an equal share for each of the {count} processes",
-            config.batch
-        )));
-    }
-    Ok(())
-}
-
 /// [`run`], its meshes run as `runtime` says; `stop` ends it early, after a step and its
 /// checkpoint ([`Summary::stopped_at`]). With several `processes` (a launcher's world joined
 /// by MPI) they train one run together: each on its own ranks, process 0 writing the run
@@ -249,7 +155,7 @@ pub fn run_with(
     processes: &Processes,
 ) -> Result<Summary> {
     let (mesh, seq_len) = checked_mesh(config)?;
-    check_world(config, &mesh, processes)?;
+    across::check_world(config, &mesh, processes)?;
     let data = data::open(config, seq_len.unwrap_or(0))?;
     let net = config
         .model
@@ -303,7 +209,7 @@ pub fn run_with(
             let mesh = match processes.link() {
                 None => runtime.cuda_mesh(d)?,
                 Some(_) => {
-                    let link = nccl_link(d[0].index, processes)?;
+                    let link = across::nccl_link(d[0].index, processes)?;
                     processes.agree(runtime.cuda_world_mesh(d, link).map_err(Error::from))?
                 }
             };

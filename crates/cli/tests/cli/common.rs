@@ -63,6 +63,7 @@ const LAUNCHER_VARS: &[&str] = &[
     "LOCAL_RANK",
     "MASTER_ADDR",
     "MASTER_PORT",
+    "LOCAL_WORLD_SIZE",
 ];
 
 /// Runs `firemesh ARGS` in `cwd` as a launcher would start it: with `vars` and none of the

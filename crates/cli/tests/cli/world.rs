@@ -6,6 +6,14 @@ use firemesh_cli::world::{Launcher, World};
 use firemesh_cli::Result;
 use std::collections::HashMap;
 
+const TORCHRUN_PROCESS_0_OF_2: &[(&str, &str)] = &[
+    ("RANK", "0"),
+    ("WORLD_SIZE", "2"),
+    ("LOCAL_RANK", "0"),
+    ("MASTER_ADDR", "127.0.0.1"),
+    ("MASTER_PORT", "29500"),
+];
+
 const MPI_PROCESS_1_OF_2: &[(&str, &str)] = &[
     ("OMPI_COMM_WORLD_RANK", "1"),
     ("OMPI_COMM_WORLD_SIZE", "2"),
@@ -64,6 +72,18 @@ fn dry_run_prints_the_world_and_writes_nothing() {
     ] {
         assert!(text.contains(says), "{says:?} not in:\n{text}");
     }
+    // Torchrun-style variables start NCCL's own bootstrap, which CPU meshes cannot take.
+    let launched = cli_launched(&cwd, &args, TORCHRUN_PROCESS_0_OF_2);
+    let text = String::from_utf8_lossy(&launched.stdout);
+    for says in [
+        "launcher: torchrun-style variables",
+        "processes: 2 (this is process 0, process 0 on its node)",
+        "transport across processes: none: ",
+        "goes through MPI, which torchrun-style variables do not start: launch it with mpirun \
+         or srun",
+    ] {
+        assert!(text.contains(says), "{says:?} not in:\n{text}");
+    }
     // A wgpu mesh crosses the processes through MPI too, read back to the host.
     if cfg!(feature = "mpi") && firemesh_collective::wgpu_devices::wgpu_devices(2).is_ok() {
         let wgpu = ["train", "--dry-run", "--mesh", "wgpu", "--ranks", "2"];
@@ -118,7 +138,19 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
             "WORLD_SIZE=2 names a world without a place to meet",
         ),
         (&[("RANK", "one"), ("WORLD_SIZE", "2")][..], "RANK=\"one\""),
+        // Torchrun-style variables start NCCL's own bootstrap, in any build: here NCCL or a
+        // GPU is missing (or, on a GPU machine, process 1 never comes within the timeout).
+        (
+            TORCHRUN_PROCESS_0_OF_2,
+            "joining by NCCL's own bootstrap at 127.0.0.1:29501",
+        ),
+        // Several processes per node are refused before NCCL is asked.
+        (
+            &[TORCHRUN_PROCESS_0_OF_2, &[("LOCAL_WORLD_SIZE", "2")]].concat()[..],
+            "LOCAL_WORLD_SIZE=2): firemesh runs one process per node",
+        ),
     ] {
+        let train = [&train[..], &["--world-timeout", "5"]].concat();
         let out = cli_launched(&cwd, &train, vars);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{vars:?}");
@@ -193,6 +225,25 @@ fn launchers_are_read_from_their_variables() {
     ])
     .unwrap();
     assert_eq!(torch.bootstrap.as_deref(), Some("10.0.0.1:29500"));
+    // NCCL's own bootstrap meets on the two ports after MASTER_PORT (torchrun's store holds
+    // MASTER_PORT itself); LOCAL_WORLD_SIZE counts the node's processes.
+    let meeting = torch.nccl_meeting().unwrap();
+    assert_eq!(meeting, ["10.0.0.1:29501", "10.0.0.1:29502"]);
+    assert_eq!(torch.local_processes, None);
+    let per_gpu = world(&[
+        ("RANK", "3"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "node0"),
+        ("MASTER_PORT", "29500"),
+    ])
+    .unwrap();
+    assert_eq!(per_gpu.local_processes, Some(4));
+    assert_eq!(per_gpu.nccl_meeting().unwrap()[0], "node0:29501");
+    assert!(world(&[("RANK", "0"), ("WORLD_SIZE", "1")])
+        .unwrap()
+        .nccl_meeting()
+        .is_none());
     assert!(torch
         .check_single()
         .unwrap_err()
@@ -246,6 +297,16 @@ fn worlds_that_cannot_be_are_named() {
                 ("MASTER_PORT", "70000"),
             ][..],
             "not a TCP port",
+        ),
+        // NCCL's bootstrap takes the two ports after MASTER_PORT.
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "h"),
+                ("MASTER_PORT", "65534"),
+            ][..],
+            "two more after it",
         ),
     ] {
         let err = world(vars).unwrap_err().to_string();
