@@ -64,8 +64,8 @@ pub(crate) fn number(bytes: &[u8]) -> u64 {
 }
 
 /// Buffers from this size on cross a world of more than 2 processes by blocks
-/// ([`sum_by_blocks`]) where the link has its own all-to-all (MPI's); smaller ones, and all
-/// on other links (NCCL's, for now), whole in one exchange.
+/// ([`sum_by_blocks`]) where the link has its own all-to-all (MPI's, NCCL's); smaller ones,
+/// and all on other links, whole in one exchange.
 const BLOCKS_FROM_BYTES: usize = 64 * 1024;
 
 /// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
@@ -99,19 +99,9 @@ fn sum_by_blocks<B: Backend, K: Kind<B>>(
     let data = K::into_data(whole);
     let (dtype, shape, size) = (data.dtype, data.shape.clone(), data.dtype.size());
     let blocks = even_split(data.num_elements(), n);
-    let starts: Vec<usize> = (blocks.iter())
-        .scan(0, |at, len| {
-            let start = *at;
-            *at += len;
-            Some(start)
-        })
-        .collect();
-    let bytes = data.as_bytes();
-    let parts: Vec<Vec<u8>> = (0..n)
-        .map(|q| bytes[starts[q] * size..(starts[q] + blocks[q]) * size].to_vec())
-        .collect();
+    let send_lens: Vec<usize> = blocks.iter().map(|b| b * size).collect();
     let mine = link
-        .all_to_all(&parts, &vec![blocks[me] * size; n])
+        .all_to_all(data.as_bytes(), &send_lens, &vec![blocks[me] * size; n])
         .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
     let home = mesh.device(0);
     let mut addends = mine

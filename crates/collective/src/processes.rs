@@ -41,23 +41,25 @@ pub trait ProcessLink: Send + Sync + 'static {
         false
     }
 
-    /// `parts[q]` (one per process) to process `q`, from every process: the parts sent to this
-    /// one, in process order; `lens[q]` is exactly the length process `q` sends here (every
-    /// process can say it). The default goes through [`ProcessLink::all_gather`], so every part
-    /// reaches every process (P times the bytes of a true all-to-all); a link with its own
-    /// all-to-all overrides it and says so in [`ProcessLink::has_all_to_all`].
-    fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
-        if parts.len() != self.processes() {
-            return Err(LinkError(format!(
-                "an all-to-all of {} parts in a world of {}",
-                parts.len(),
-                self.processes()
-            )));
-        }
-        let mut message = Vec::with_capacity(parts.iter().map(|p| 8 + p.len()).sum());
-        for part in parts {
-            message.extend((part.len() as u64).to_le_bytes());
-            message.extend_from_slice(part);
+    /// From every process, `send_lens[q]` bytes of `send` (its parts laid end to end, in
+    /// process order) to process `q`: the parts sent to this one, in process order;
+    /// `recv_lens[q]` is exactly the length process `q` sends here (every process can say
+    /// it). The default goes through [`ProcessLink::all_gather`], so every part reaches every
+    /// process (P times the bytes of a true all-to-all); a link with its own all-to-all
+    /// overrides it and says so in [`ProcessLink::has_all_to_all`].
+    fn all_to_all(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, LinkError> {
+        check_all_to_all(self.processes(), send, send_lens, recv_lens)?;
+        let mut message = Vec::with_capacity(8 * send_lens.len() + send.len());
+        let mut at = 0;
+        for &len in send_lens {
+            message.extend((len as u64).to_le_bytes());
+            message.extend_from_slice(&send[at..at + len]);
+            at += len;
         }
         let all = self.all_gather(&message)?;
         let me = self.process();
@@ -70,10 +72,10 @@ pub trait ProcessLink: Send + Sync + 'static {
                     let len = u64::from_le_bytes(head.try_into().expect("8 bytes")) as usize;
                     let body = m.get(at + 8..at + 8 + len).ok_or_else(|| broken(q))?;
                     if to == me {
-                        if lens.get(q) != Some(&len) {
+                        if recv_lens[q] != len {
                             return Err(LinkError(format!(
-                                "process {q} sent {len} bytes here, {:?} were expected",
-                                lens.get(q)
+                                "process {q} sent {len} bytes here, {} were expected",
+                                recv_lens[q]
                             )));
                         }
                         return Ok(body.to_vec());
@@ -84,6 +86,31 @@ pub trait ProcessLink: Send + Sync + 'static {
             })
             .collect()
     }
+}
+
+/// Checks the arguments of an all-to-all in a world of `processes`: one send and one receive
+/// length per process, and send lengths that add up to `send`.
+pub fn check_all_to_all(
+    processes: usize,
+    send: &[u8],
+    send_lens: &[usize],
+    recv_lens: &[usize],
+) -> Result<(), LinkError> {
+    if send_lens.len() != processes || recv_lens.len() != processes {
+        return Err(LinkError(format!(
+            "an all-to-all of {} parts and {} lengths in a world of {processes}",
+            send_lens.len(),
+            recv_lens.len()
+        )));
+    }
+    let total: usize = send_lens.iter().sum();
+    if total != send.len() {
+        return Err(LinkError(format!(
+            "an all-to-all of {} bytes whose parts add up to {total}",
+            send.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Polls `ready` until it says the exchange is done (`Ok(true)`), spinning at first (most
@@ -326,10 +353,14 @@ mod tests {
                 std::thread::spawn(move || {
                     let p = l.process() as u8;
                     // Process p sends q + 1 bytes of value 10 p + q to process q.
-                    let parts: Vec<Vec<u8>> =
-                        (0..3u8).map(|q| vec![10 * p + q; q as usize + 1]).collect();
-                    let got = l.all_to_all(&parts, &[p as usize + 1; 3]).unwrap();
-                    let wrong = l.all_to_all(&parts, &[0; 3]);
+                    let send: Vec<u8> = (0..3u8)
+                        .flat_map(|q| vec![10 * p + q; q as usize + 1])
+                        .collect();
+                    let lens = [1, 2, 3];
+                    let got = l.all_to_all(&send, &lens, &[p as usize + 1; 3]).unwrap();
+                    let wrong = l.all_to_all(&send, &lens, &[0; 3]);
+                    assert!(l.all_to_all(&send, &[1, 2], &[1; 3]).is_err());
+                    assert!(l.all_to_all(&send, &[1, 2, 2], &[1; 3]).is_err());
                     (p, got, wrong)
                 })
             })

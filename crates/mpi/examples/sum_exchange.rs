@@ -41,9 +41,9 @@ fn whole(link: &dyn ProcessLink, mine: &[f32]) -> Vec<f32> {
 fn by_blocks(link: &dyn ProcessLink, mine: &[f32]) -> Vec<f32> {
     let (n, me) = (link.processes(), link.process());
     let block = |q: usize| q * mine.len() / n..(q + 1) * mine.len() / n;
-    let parts: Vec<Vec<u8>> = (0..n).map(|q| bytes(&mine[block(q)])).collect();
+    let send_lens: Vec<usize> = (0..n).map(|q| block(q).len() * 4).collect();
     let got = link
-        .all_to_all(&parts, &vec![block(me).len() * 4; n])
+        .all_to_all(&bytes(mine), &send_lens, &vec![block(me).len() * 4; n])
         .expect("an all-to-all");
     let sum = add_in_order(got.iter().map(|b| floats(b)).collect());
     let all = link.all_gather(&bytes(&sum)).expect("an all-gather");

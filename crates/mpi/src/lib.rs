@@ -12,7 +12,7 @@
 //! longer for the others (one lost, stopped, or running other code) ends the whole world with
 //! `MPI_Abort`, naming itself and the wait, instead of hanging.
 
-use firemesh_collective::{no_answer, wait_for_exchange, LinkError, ProcessLink};
+use firemesh_collective::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
@@ -185,26 +185,23 @@ impl ProcessLink for MpiLink {
     }
 
     /// MPI's own all-to-all: each part travels to its process only.
-    fn all_to_all(&self, parts: &[Vec<u8>], lens: &[usize]) -> Result<Vec<Vec<u8>>, LinkError> {
-        let n = self.processes;
-        if parts.len() != n || lens.len() != n {
-            return Err(LinkError(format!(
-                "an all-to-all of {} parts and {} lengths in a world of {n}",
-                parts.len(),
-                lens.len()
-            )));
-        }
-        let counts = |lens: &mut dyn Iterator<Item = usize>| -> Result<Vec<i32>, LinkError> {
-            lens.map(|l| i32::try_from(l).map_err(|_| too_long(l)))
+    fn all_to_all(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, LinkError> {
+        check_all_to_all(self.processes, send, send_lens, recv_lens)?;
+        let counts = |lens: &[usize]| -> Result<Vec<i32>, LinkError> {
+            (lens.iter())
+                .map(|&l| i32::try_from(l).map_err(|_| too_long(l)))
                 .collect()
         };
-        let send_lens = counts(&mut parts.iter().map(Vec::len))?;
-        let recv_lens = counts(&mut lens.iter().copied())?;
+        let (send_lens, recv_lens) = (counts(send_lens)?, counts(recv_lens)?);
         let (send_starts, recv_starts) = (starts(&send_lens)?, starts(&recv_lens)?);
-        let send = parts.concat();
-        let mut all = vec![0u8; lens.iter().sum()];
+        let mut all = vec![0u8; recv_lens.iter().map(|&l| l as usize).sum()];
         {
-            let from = Partition::new(sendable(&send), &send_lens[..], &send_starts[..]);
+            let from = Partition::new(sendable(send), &send_lens[..], &send_starts[..]);
             let mut into = PartitionMut::new(&mut all[..], &recv_lens[..], &recv_starts[..]);
             mpi::request::scope(|scope| {
                 let request = {
@@ -265,14 +262,17 @@ mod tests {
         assert_eq!((link.process(), link.processes()), (0, 1));
         assert_eq!(link.all_gather(b"abc").unwrap(), vec![b"abc".to_vec()]);
         assert_eq!(link.all_gather(b"").unwrap(), vec![Vec::<u8>::new()]);
-        let parts = [b"xyz".to_vec()];
         assert_eq!(
-            link.all_to_all(&parts, &[3]).unwrap(),
+            link.all_to_all(b"xyz", &[3], &[3]).unwrap(),
             vec![b"xyz".to_vec()]
         );
         assert!(
-            link.all_to_all(&parts, &[3, 1]).is_err(),
+            link.all_to_all(b"xyz", &[3], &[3, 1]).is_err(),
             "one length per process"
+        );
+        assert!(
+            link.all_to_all(b"xyz", &[2], &[2]).is_err(),
+            "parts that add up to the buffer"
         );
         let side = link.side_channel().expect("MPI links have a side channel");
         assert_eq!((side.process(), side.processes()), (0, 1));

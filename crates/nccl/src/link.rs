@@ -1,6 +1,7 @@
 //! [`NcclLink`]: one NCCL communicator per process, kept by a thread of its own.
 //!
-//! The thread joins the communicator and then serves the link's all-gathers one at a time. The
+//! The thread joins the communicator and then serves the link's all-gathers and all-to-alls
+//! (NCCL's sends and receives, one group) one at a time, each staged through the host. The
 //! caller hands it a buffer and waits for the answer with a deadline, so a call that blocks
 //! inside NCCL cannot hold the caller past it. Once a call fails or is given up, the link is
 //! failed for good: NCCL's state after a failed or abandoned collective is unknown, and a
@@ -9,7 +10,7 @@
 use crate::{context, failed, UniqueId};
 use cudarc::driver::{sys as driver, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
-use firemesh_collective::{no_answer, wait_for_exchange, LinkError, ProcessLink};
+use firemesh_collective::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,9 +25,20 @@ pub struct NcclLink {
     side: Option<Arc<NcclLink>>,
 }
 
+/// What the link asks its communicator's thread to do.
+enum Request {
+    Gather(Vec<u8>),
+    /// [`ProcessLink::all_to_all`]'s arguments.
+    AllToAll {
+        send: Vec<u8>,
+        send_lens: Vec<usize>,
+        recv_lens: Vec<usize>,
+    },
+}
+
 /// The way to the communicator's thread.
 struct Calls {
-    requests: Sender<Vec<u8>>,
+    requests: Sender<Request>,
     answers: Receiver<Result<Vec<Vec<u8>>, LinkError>>,
     /// Why the link failed, once it has: every later call fails with it.
     failed: Option<LinkError>,
@@ -78,7 +90,7 @@ impl NcclLink {
             i32::try_from(n).map_err(|_| LinkError(format!("{what} {n}: over NCCL's range")))
         };
         let (nranks, rank) = (int(processes, "processes")?, int(process, "process")?);
-        let (requests, asked) = channel::<Vec<u8>>();
+        let (requests, asked) = channel::<Request>();
         let (answer, answers) = channel();
         std::thread::Builder::new()
             .name("firemesh-nccl".into())
@@ -111,8 +123,8 @@ impl NcclLink {
                 if answer.send(Ok(Vec::new())).is_err() {
                     return; // the caller gave up on the join
                 }
-                for bytes in asked {
-                    if answer.send(communicator.all_gather(&bytes)).is_err() {
+                for request in asked {
+                    if answer.send(communicator.serve(request)).is_err() {
                         return;
                     }
                 }
@@ -197,11 +209,38 @@ impl ProcessLink for NcclLink {
     }
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
+        self.call(Request::Gather(bytes.to_vec()))
+    }
+
+    fn has_all_to_all(&self) -> bool {
+        true
+    }
+
+    /// NCCL's point-to-point sends and receives, one of each per other process, in one group
+    /// (this process's own part stays on the host).
+    fn all_to_all(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, LinkError> {
+        check_all_to_all(self.processes, send, send_lens, recv_lens)?;
+        self.call(Request::AllToAll {
+            send: send.to_vec(),
+            send_lens: send_lens.to_vec(),
+            recv_lens: recv_lens.to_vec(),
+        })
+    }
+}
+
+impl NcclLink {
+    /// Hands `request` to the communicator's thread and waits for its answer.
+    fn call(&self, request: Request) -> Result<Vec<Vec<u8>>, LinkError> {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = &calls.failed {
             return Err(LinkError(format!("NCCL's link failed earlier: {}", e.0)));
         }
-        if calls.requests.send(bytes.to_vec()).is_err() {
+        if calls.requests.send(request).is_err() {
             calls.failed = Some(LinkError("NCCL's thread has ended".into()));
             return Err(LinkError("NCCL's thread has ended".into()));
         }
@@ -213,14 +252,108 @@ impl ProcessLink for NcclLink {
 }
 
 impl Communicator {
-    /// Every process's `bytes`: the lengths first, then every buffer padded to the longest
-    /// (NCCL gathers equal counts). Any failure aborts the communicator.
-    fn all_gather(&mut self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
-        let got = self.gather_padded(bytes);
+    /// Does what the link asks. Any failure aborts the communicator.
+    fn serve(&mut self, request: Request) -> Result<Vec<Vec<u8>>, LinkError> {
+        let got = match request {
+            Request::Gather(bytes) => self.gather_padded(&bytes),
+            Request::AllToAll {
+                send,
+                send_lens,
+                recv_lens,
+            } => self.all_to_all(&send, &send_lens, &recv_lens),
+        };
         if got.is_err() {
             self.comm.take(); // aborts it
         }
         got
+    }
+
+    /// The communicator, unless aborted.
+    fn comm(&self) -> Result<sys::ncclComm_t, LinkError> {
+        (self.comm.as_ref())
+            .map(|c| c.0)
+            .ok_or_else(|| LinkError("NCCL's communicator was aborted".into()))
+    }
+
+    fn cuda_failed(&self, what: &str, e: cudarc::driver::DriverError) -> LinkError {
+        LinkError(format!("GPU {}: {what}: {e:?}", self.ordinal))
+    }
+
+    /// [`ProcessLink::all_to_all`] through the GPU: the parts for the other processes copied
+    /// to it, sent and received in one NCCL group, the received parts copied back; this
+    /// process's own part does not leave the host.
+    fn all_to_all(
+        &self,
+        send: &[u8],
+        send_lens: &[usize],
+        recv_lens: &[usize],
+    ) -> Result<Vec<Vec<u8>>, LinkError> {
+        let me = self.process;
+        let offsets = |lens: &[usize]| -> Vec<usize> {
+            let mut at = 0;
+            lens.iter()
+                .map(|l| {
+                    at += l;
+                    at - l
+                })
+                .collect()
+        };
+        let (send_at, recv_at) = (offsets(send_lens), offsets(recv_lens));
+        let received: usize = recv_lens.iter().sum();
+        let moved = (0..self.processes).any(|q| q != me && (send_lens[q] > 0 || recv_lens[q] > 0));
+        let mut all = vec![0u8; received];
+        if moved {
+            let comm = self.comm()?;
+            let s = &self.stream;
+            // At least one byte each: CUDA allocates nothing for none.
+            let mut staged = send.to_vec();
+            staged.resize(send.len().max(1), 0);
+            let from = s
+                .clone_htod(&staged)
+                .map_err(|e| self.cuda_failed("copying to the GPU", e))?;
+            // SAFETY: every byte read back is written by a receive first.
+            let mut into = unsafe { s.alloc::<u8>(received.max(1)) }
+                .map_err(|e| self.cuda_failed("allocating", e))?;
+            {
+                let (src, _src_done) = from.device_ptr(s);
+                let (dst, _dst_done) = into.device_ptr_mut(s);
+                let stream = s.cu_stream() as _;
+                let uint8 = sys::ncclDataType_t::ncclUint8;
+                result::group_start().map_err(|e| failed("ncclGroupStart", e))?;
+                let queued = (0..self.processes).filter(|&q| q != me).try_for_each(|q| {
+                    let peer = q as i32;
+                    // SAFETY: each range lies inside its buffer, both on `s`'s device and
+                    // alive until the group completes (waited for below).
+                    unsafe {
+                        if send_lens[q] > 0 {
+                            let at = (src + send_at[q] as u64) as *const _;
+                            result::send(at, send_lens[q], uint8, peer, comm, stream)
+                                .map_err(|e| failed("ncclSend", e))?;
+                        }
+                        if recv_lens[q] > 0 {
+                            let at = (dst + recv_at[q] as u64) as *mut _;
+                            result::recv(at, recv_lens[q], uint8, peer, comm, stream)
+                                .map_err(|e| failed("ncclRecv", e))?;
+                        }
+                    }
+                    Ok(())
+                });
+                // The group is closed whatever happened in it (a failure aborts the
+                // communicator next).
+                let ended = result::group_end().map_err(|e| failed("ncclGroupEnd", e));
+                queued.and(ended.map(|_| ()))?;
+            }
+            self.wait(comm)?;
+            let back = s
+                .clone_dtoh(&into)
+                .map_err(|e| self.cuda_failed("copying back", e))?;
+            all.copy_from_slice(&back[..received]);
+        }
+        let own = &send[send_at[me]..send_at[me] + send_lens[me]];
+        all[recv_at[me]..recv_at[me] + recv_lens[me]].copy_from_slice(own);
+        Ok((recv_at.iter().zip(recv_lens))
+            .map(|(&at, &len)| all[at..at + len].to_vec())
+            .collect())
     }
 
     fn gather_padded(&mut self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
@@ -245,14 +378,8 @@ impl Communicator {
 
     /// Every process's `send` (all of one length), concatenated in process order.
     fn gather_equal(&self, send: &[u8]) -> Result<Vec<u8>, LinkError> {
-        let comm = self
-            .comm
-            .as_ref()
-            .ok_or_else(|| LinkError("NCCL's communicator was aborted".into()))?
-            .0;
-        let cuda = |what: &str, e: cudarc::driver::DriverError| {
-            LinkError(format!("GPU {}: {what}: {e:?}", self.ordinal))
-        };
+        let comm = self.comm()?;
+        let cuda = |what: &str, e| self.cuda_failed(what, e);
         let s = &self.stream;
         let from = s
             .clone_htod(send)

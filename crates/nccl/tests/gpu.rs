@@ -31,6 +31,13 @@ fn a_world_of_one_process_gathers_its_own_bytes_through_nccl() {
     for bytes in [&b"abc"[..], &b""[..], &big[..]] {
         assert_eq!(link.all_gather(bytes).unwrap(), vec![bytes.to_vec()]);
     }
+    // A world of one process: its all-to-all is its own part, which stays on the host.
+    assert_eq!(
+        link.all_to_all(b"abc", &[3], &[3]).unwrap(),
+        vec![b"abc".to_vec()]
+    );
+    assert!(link.all_to_all(b"abc", &[2], &[2]).is_err());
+    assert!(link.has_all_to_all());
     println!("NCCL {v} on {uuid}: gathered 3 B, 0 B and 5 MB");
 }
 
