@@ -225,16 +225,20 @@ pub(crate) fn reduce_scatter<B: Backend>(
     match sum_way::<B, FloatKind>(mesh) {
         Way::Moves => {
             let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
-            let whole = world::sum_across::<B, FloatKind>(whole, mesh);
-            // In a world, `lens` are the world's ranks': this process's come after the others'.
-            let (lens, mut start) = world::own_blocks(lens, mesh);
-            let lens = &lens[..];
+            // In a world, `lens` are the world's ranks': each process receives the sum of its
+            // ranks' blocks (`world::reduce_scatter_across`), one after the other.
+            let chunks: Vec<usize> = (lens.chunks(mesh.len()))
+                .map(|own| own.iter().sum())
+                .collect();
+            let mine = world::reduce_scatter_across::<B, FloatKind>(whole, &chunks, mesh);
+            let (lens, _) = world::own_blocks(lens, mesh);
+            let mut start = 0;
             lens.iter()
                 .zip(mesh.devices())
                 .map(|(&len, device)| {
                     let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
                     start += len;
-                    <FloatKind as Kind<B>>::move_to(B::float_slice(whole.clone(), &range), device)
+                    <FloatKind as Kind<B>>::move_to(B::float_slice(mine.clone(), &range), device)
                 })
                 .collect()
         }

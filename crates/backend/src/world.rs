@@ -118,6 +118,45 @@ fn sum_by_blocks<B: Backend, K: Kind<B>>(
     )
 }
 
+/// This process's chunk of the sum over the processes of `whole` (this process's flat sum over
+/// its ranks, on rank 0's device): process `q` receives `chunks[q]` elements, the chunks laid
+/// end to end. Where the link has its own all-to-all, process `q` receives chunk `q` of every
+/// process's buffer and adds them in process order ((P - 1) / P of the buffer sent and
+/// received per process); elsewhere the whole sum is taken and sliced. Either way each element
+/// is added as [`sum_across`] adds it. Without a world, `whole` itself.
+pub(crate) fn reduce_scatter_across<B: Backend, K: Kind<B>>(
+    whole: K::P,
+    chunks: &[usize],
+    mesh: &Mesh<B::Device>,
+) -> K::P {
+    let (n, me) = (mesh.processes(), mesh.process());
+    if n == 1 {
+        return whole;
+    }
+    let link = link_here(mesh);
+    let start: usize = chunks[..me].iter().sum();
+    let range = [burn_backend::Slice::new(
+        start as isize,
+        Some((start + chunks[me]) as isize),
+        1,
+    )];
+    if !link.has_all_to_all() {
+        return K::slice(sum_across::<B, K>(whole, mesh), &range);
+    }
+    let data = K::into_data(whole);
+    let (dtype, size) = (data.dtype, data.dtype.size());
+    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
+    let mine = link
+        .all_to_all(data.as_bytes(), &send_lens, &vec![chunks[me] * size; n])
+        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    let home = mesh.device(0);
+    let mut addends = mine
+        .into_iter()
+        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![chunks[me]], dtype), home));
+    let first = addends.next().expect("a world has a process 0");
+    addends.fold(first, K::add)
+}
+
 /// Every process's `chunk` (its ranks' blocks along `dim`, concatenated), concatenated in
 /// process order. Without a world, `chunk` itself.
 pub(crate) fn gather_across<B: Backend, K: Kind<B>>(

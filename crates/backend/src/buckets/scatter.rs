@@ -4,7 +4,7 @@
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
 use super::{block_offsets, cat, in_dtype, narrowing, piece, starts, sum_run, F, P};
-use crate::placement::{even_split, Placement};
+use crate::placement::Placement;
 use crate::route;
 use crate::stats::{self, Redistribution};
 use burn_backend::{Backend, FloatDType, TensorMetadata};
@@ -41,11 +41,13 @@ fn in_buckets<B: Backend>(
     let partial = |t: &F<B>| t.placement() == Placement::Partial;
     let long = |t: &F<B>| {
         let shape = t.shape();
-        // Across processes, reduce-scatter is not built yet: such meshes sum whole.
+        // In a world, rows that split into equal shares per process, at least one per rank
+        // (the `Shard(0)` blocks `world::local_split` gives); other tensors are summed whole.
+        let processes = t.mesh.processes();
         partial(t)
-            && t.mesh.processes() == 1
             && shape.num_dims() > 0
-            && shape[0] >= t.mesh.len()
+            && shape[0].is_multiple_of(processes)
+            && shape[0] / processes >= t.mesh.len()
             && shape.num_elements() > 0
     };
     let scatter = |bucket| scatter_bucket(bucket, wire);
@@ -74,15 +76,17 @@ fn in_buckets<B: Backend>(
 fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Vec<F<B>> {
     let mesh = bucket[0].mesh.clone();
     let ranks = mesh.len();
+    // In a world, the blocks of every rank of every process (world rank order).
+    let world_ranks = mesh.world_len();
     let dtype = bucket[0].dtype();
     let shapes: Vec<_> = bucket.iter().map(|t| t.shape()).collect();
-    // lens[item][q]: the elements of rank q's block of the item; starts[item][q]: where it
-    // starts in the item's flat tensor.
+    // lens[item][q]: the elements of world rank q's block of the item; starts[item][q]: where
+    // it starts in the item's flat tensor.
     let lens: Vec<Vec<usize>> = shapes
         .iter()
         .map(|s| {
             let row = s.num_elements() / s[0];
-            even_split(s[0], ranks)
+            crate::redistribute::split(s[0], &mesh)
                 .into_iter()
                 .map(|rows| rows * row)
                 .collect()
@@ -104,7 +108,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
     let low = narrowing(dtype, wire);
     let buffers: Vec<P<B>> = (0..ranks)
         .map(|r| {
-            let by_destination = (0..ranks).flat_map(|q| {
+            let by_destination = (0..world_ranks).flat_map(|q| {
                 let (flats, lens, starts, totals) = (&flats, &lens, &starts, &totals);
                 (0..flats.len())
                     .map(move |i| piece::<B>(&flats[i][r], totals[i], starts[i][q], lens[i][q]))
@@ -112,7 +116,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
             cat::<B>(by_destination.collect())
         })
         .collect();
-    let (offsets, rank_lens) = block_offsets(&lens, ranks);
+    let (offsets, rank_lens) = block_offsets(&lens, world_ranks);
     stats::preparing("buckets", || {
         stats::redistribution(Redistribution::PartialToReplicated)
     });
@@ -126,9 +130,10 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 .iter()
                 .enumerate()
                 .map(|(r, block)| {
+                    let w = mesh.world_rank(r);
                     let mut dims = shape.clone();
-                    dims[0] = lens[item][r] / (totals[item] / shape[0]);
-                    let block = piece::<B>(block, rank_lens[r], offsets[item][r], lens[item][r]);
+                    dims[0] = lens[item][w] / (totals[item] / shape[0]);
+                    let block = piece::<B>(block, rank_lens[w], offsets[item][w], lens[item][w]);
                     B::float_reshape(block, dims)
                 })
                 .collect();

@@ -112,3 +112,71 @@ fn on_wgpu_clients_the_group_reduce_scatters_a_bucket() {
         "x^T x reduce-scattered",
     );
 }
+
+/// In a world of 3 processes (threads joined by a `ThreadWorld`) of 2 ranks each, a bucket is
+/// reduce-scattered across the processes: each process receives the sum of its ranks' rows
+/// (an all-to-all of one chunk per process, added in process order), and each rank its block
+/// of the world's split. The blocks hold the bits of the whole sum across the processes; a
+/// tensor whose rows do not split into equal shares per process (7 rows), or give a rank no
+/// row (3 rows for 6 ranks), is summed whole.
+#[test]
+fn across_processes_a_bucket_reduce_scatters_to_the_bits_of_the_whole_sum() {
+    use firemesh_backend::{stats, Mesh, Route};
+    use firemesh_collective::{ProcessLink, ThreadWorld};
+    let (a, b, c) = (rand([12, 5], 4), rand([7, 3], 5), rand([3, 2], 6));
+    let (a, b, c) = (&a, &b, &c);
+    let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (links.into_iter())
+            .map(|link| {
+                s.spawn(move || {
+                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
+                    let mesh = Mesh::in_world(vec![crate::common::CPU; 2], link).unwrap();
+                    let partial = || {
+                        vec![
+                            sharded(a, &mesh, Layout::Partial),
+                            sharded(b, &mesh, Layout::Partial),
+                            sharded(c, &mesh, Layout::Partial),
+                        ]
+                    };
+                    let ((out, collectives), counts) =
+                        stats::count(|| reduce_scatter_in_buckets::<Ref>(partial(), 1 << 20, None));
+                    let whole = |t: F| {
+                        let t = Tensor::<S, 2>::from_primitive(TensorPrimitive::Float(t));
+                        firemesh_backend::redistribute(t, Placement::Replicated).into_data()
+                    };
+                    let sums: Vec<_> = partial().into_iter().map(whole).collect();
+                    let placements: Vec<_> = out.iter().map(|t| t.placement()).collect();
+                    let sizes = out[0].shard_sizes();
+                    let values: Vec<_> = out.into_iter().map(value::<2>).collect();
+                    (collectives, counts, placements, sizes, values, sums)
+                })
+            })
+            .collect();
+        for (p, h) in handles.into_iter().enumerate() {
+            let (collectives, counts, placements, sizes, values, sums) = h.join().unwrap();
+            assert_eq!(
+                collectives, 2,
+                "process {p}: a's bucket, and b and c summed whole"
+            );
+            assert!(counts.route(Route::AcrossProcesses) >= 2, "{counts:?}");
+            assert_eq!(
+                placements,
+                [
+                    Placement::Shard(0),
+                    Placement::Replicated,
+                    Placement::Replicated
+                ]
+            );
+            assert_eq!(
+                sizes,
+                Some(vec![2; 6]),
+                "process {p}: 12 rows, 2 per world rank"
+            );
+            for (i, (got, want)) in values.iter().zip([a, b, c]).enumerate() {
+                assert_close(got.clone(), want.to_data(), 1e-6, &format!("tensor {i}"));
+            }
+            assert_eq!(values, sums, "process {p}: not the bits of the whole sum");
+        }
+    });
+}
