@@ -95,26 +95,16 @@ fn sum_by_blocks<B: Backend, K: Kind<B>>(
     mesh: &Mesh<B::Device>,
     link: &Arc<dyn ProcessLink>,
 ) -> K::P {
-    let (n, me) = (mesh.processes(), mesh.process());
     let data = K::into_data(whole);
-    let (dtype, shape, size) = (data.dtype, data.shape.clone(), data.dtype.size());
-    let blocks = even_split(data.num_elements(), n);
-    let send_lens: Vec<usize> = blocks.iter().map(|b| b * size).collect();
-    let mine = link
-        .all_to_all(data.as_bytes(), &send_lens, &vec![blocks[me] * size; n])
-        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
-    let home = mesh.device(0);
-    let mut addends = mine
-        .into_iter()
-        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![blocks[me]], dtype), home));
-    let first = addends.next().expect("a world has a process 0");
-    let sum = K::into_data(addends.fold(first, K::add));
+    let (dtype, shape) = (data.dtype, data.shape.clone());
+    let blocks = even_split(data.num_elements(), mesh.processes());
+    let sum = K::into_data(sum_own_block::<B, K>(data, &blocks, mesh, link));
     let summed = link
         .all_gather(sum.as_bytes())
-        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+        .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
     K::from_data(
         TensorData::from_bytes_vec(summed.concat(), shape, dtype),
-        home,
+        mesh.device(0),
     )
 }
 
@@ -129,30 +119,39 @@ pub(crate) fn reduce_scatter_across<B: Backend, K: Kind<B>>(
     chunks: &[usize],
     mesh: &Mesh<B::Device>,
 ) -> K::P {
-    let (n, me) = (mesh.processes(), mesh.process());
-    if n == 1 {
+    let me = mesh.process();
+    if mesh.processes() == 1 {
         return whole;
     }
     let link = link_here(mesh);
-    let start: usize = chunks[..me].iter().sum();
-    let range = [burn_backend::Slice::new(
-        start as isize,
-        Some((start + chunks[me]) as isize),
-        1,
-    )];
-    if !link.has_all_to_all() {
-        return K::slice(sum_across::<B, K>(whole, mesh), &range);
+    if link.has_all_to_all() {
+        return sum_own_block::<B, K>(K::into_data(whole), chunks, mesh, link);
     }
-    let data = K::into_data(whole);
+    let start: usize = chunks[..me].iter().sum();
+    let end = Some((start + chunks[me]) as isize);
+    let range = [burn_backend::Slice::new(start as isize, end, 1)];
+    K::slice(sum_across::<B, K>(whole, mesh), &range)
+}
+
+/// Block `me` (this process's) of the sum over the processes of `data`, flat and cut into
+/// `blocks` elements laid end to end: every process's block `me` comes here by the link's
+/// all-to-all and is added in process order, on rank 0's device.
+fn sum_own_block<B: Backend, K: Kind<B>>(
+    data: TensorData,
+    blocks: &[usize],
+    mesh: &Mesh<B::Device>,
+    link: &Arc<dyn ProcessLink>,
+) -> K::P {
+    let (n, me) = (mesh.processes(), mesh.process());
     let (dtype, size) = (data.dtype, data.dtype.size());
-    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
+    let send_lens: Vec<usize> = blocks.iter().map(|b| b * size).collect();
     let mine = link
-        .all_to_all(data.as_bytes(), &send_lens, &vec![chunks[me] * size; n])
+        .all_to_all(data.as_bytes(), &send_lens, &vec![blocks[me] * size; n])
         .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
     let home = mesh.device(0);
     let mut addends = mine
         .into_iter()
-        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![chunks[me]], dtype), home));
+        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![blocks[me]], dtype), home));
     let first = addends.next().expect("a world has a process 0");
     addends.fold(first, K::add)
 }
