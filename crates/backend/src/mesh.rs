@@ -198,7 +198,10 @@ impl<D: DeviceOps> Mesh<D> {
         let counts = link.all_gather(&(devices.len() as u64).to_le_bytes())?;
         let counts: Vec<String> = counts
             .iter()
-            .map(|b| crate::world::number(b).to_string())
+            .map(|b| match <[u8; 8]>::try_from(&b[..]) {
+                Ok(n) => u64::from_le_bytes(n).to_string(),
+                Err(_) => format!("{b:?}"),
+            })
             .collect();
         if counts.iter().any(|c| *c != counts[0]) {
             return Err(MeshError::UnevenWorld(format!(

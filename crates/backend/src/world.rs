@@ -56,7 +56,7 @@ fn link_here<D>(mesh: &Mesh<D>) -> &Arc<dyn ProcessLink> {
 }
 
 /// The number little-endian `bytes` hold (the counts processes exchange).
-pub(crate) fn number(bytes: &[u8]) -> u64 {
+fn number(bytes: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     let n = bytes.len().min(8);
     b[..n].copy_from_slice(&bytes[..n]);
