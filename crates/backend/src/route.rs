@@ -8,7 +8,8 @@
 //! - a mesh that is one process's share of a world of processes: a sum inside the process
 //!   (reduce-scattered by the group where there is one), then across the processes on one
 //!   buffer per process (`world.rs`), then shared inside the process again (the group's
-//!   all-gather); a gather: its ranks' parts on rank 0, then across the processes.
+//!   all-gather); a gather: its ranks' parts on rank 0, then across the processes, then
+//!   shared inside the process the same way.
 
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
@@ -132,6 +133,19 @@ fn sum_in_world<B: Backend, K: Kind<B>>(
     if to == To::FirstRank {
         return kind_parts::<B, K>(vec![B::float_reshape(whole, shape)]);
     }
+    kind_parts::<B, K>(share_through_group::<B>(whole, shape, &*group, mesh))
+}
+
+/// `whole` (flat, on rank 0's device) as `shape` on every rank: rank r takes its even block of
+/// it, and the group all-gathers the blocks (1/N of the buffer moved per rank, then the
+/// group's own transfers, instead of the whole buffer moved to each rank).
+fn share_through_group<B: Backend>(
+    whole: B::FloatTensorPrimitive,
+    shape: Shape,
+    group: &dyn MeshCollectives<B>,
+    mesh: &Mesh<B::Device>,
+) -> Vec<B::FloatTensorPrimitive> {
+    let lens = even_split(shape.num_elements(), mesh.len());
     let mut start = 0;
     let pieces = (lens.iter().zip(mesh.devices()))
         .map(|(&len, device)| {
@@ -143,10 +157,9 @@ fn sum_in_world<B: Backend, K: Kind<B>>(
         })
         .collect();
     let wholes = group_call("all-gather", group.gather(pieces));
-    let wholes = wholes
-        .into_iter()
-        .map(|t| B::float_reshape(unflat(t), shape.clone()));
-    kind_parts::<B, K>(wholes.collect())
+    (wholes.into_iter())
+        .map(|t| B::float_reshape(unflat(t), shape.clone()))
+        .collect()
 }
 
 /// The sum of the parts on rank 0's device, added in rank order.
@@ -174,7 +187,17 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
             parts.into_iter().map(|p| K::move_to(p, home)).collect(),
             dim,
         );
-        return deliver::<B, K>(world::gather_across::<B, K>(chunk, dim, mesh), mesh, to);
+        let whole = world::gather_across::<B, K>(chunk, dim, mesh);
+        // Shared inside the process through its group, where it sums through one.
+        let (shape, n) = (whole.shape(), whole.shape().num_elements());
+        return match route::<B, K>(mesh).1 {
+            Way::Group(group) if to == To::EveryRank && n >= mesh.len() => {
+                let whole = float_parts::<B, K>(vec![whole]).next().expect("one part");
+                let whole = B::float_reshape(whole, Shape::new([n]));
+                kind_parts::<B, K>(share_through_group::<B>(whole, shape, &*group, mesh))
+            }
+            _ => deliver::<B, K>(whole, mesh, to),
+        };
     }
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),

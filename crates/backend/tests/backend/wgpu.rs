@@ -313,7 +313,8 @@ fn a_cnn_on_rank_threads_over_separate_wgpu_clients_matches_the_ranks_in_turn_bi
 /// A world of 2 processes (threads joined by a `ThreadWorld`) of 2 wgpu clients each, with
 /// the CubeCL group registered: a `Partial` sum goes inside each process through the group
 /// (reduce-scatter, then all-gather), across the processes on one buffer, and ends as the
-/// one-process sum of all 4 addends on every client of every process.
+/// one-process sum of all 4 addends on every client of every process; a gather crosses the
+/// processes and is shared inside each through the group's all-gather.
 #[test]
 fn a_world_sums_inside_each_process_through_its_group_then_across() {
     use firemesh_collective::{ProcessLink, ThreadWorld};
@@ -354,6 +355,37 @@ fn a_world_sums_inside_each_process_through_its_group_then_across() {
                         let parts = firemesh_backend::shards(summed);
                         parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
                     });
+                    // A gather: world rank w holds rows 250 w.. of 0..1000; every client of
+                    // every process ends with all of them.
+                    let rows = (0..2)
+                        .map(|r| {
+                            let w = 2 * p + r;
+                            let values: Vec<f32> =
+                                (250 * w..250 * (w + 1)).map(|i| i as f32).collect();
+                            Tensor::<Wgpu, 1>::from_floats(values.as_slice(), mesh.device(r))
+                        })
+                        .collect();
+                    let (gathered, gather_counts) = firemesh_backend::stats::count(|| {
+                        let t =
+                            firemesh_backend::from_parts::<W, 1>(&mesh, rows, Placement::Shard(0))
+                                .unwrap();
+                        let whole = redistribute(t, Placement::Replicated);
+                        let parts = firemesh_backend::shards(whole);
+                        parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
+                    });
+                    assert_eq!(
+                        gather_counts.route(Route::MeshGroup),
+                        1,
+                        "{gather_counts:?}"
+                    );
+                    let all: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+                    for data in gathered {
+                        assert_eq!(
+                            data.to_vec::<f32>().unwrap(),
+                            all,
+                            "process {p}: a gathered part"
+                        );
+                    }
                     (values, counts)
                 })
             })
