@@ -291,12 +291,14 @@ fn train(
             routes.join(", ")
         );
     }
+    let bucket = match s.bucket_bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+        b => format!("{:.1} KiB", b as f64 / 1024.0),
+    };
     println!(
         "  gradients summed in {} collective(s) per step, {} of them during the backward pass \
-         (buckets of {:.1} MiB)",
-        s.gradient_collectives,
-        s.early_gradient_collectives,
-        s.bucket_bytes as f64 / (1024.0 * 1024.0)
+         (buckets of {bucket})",
+        s.gradient_collectives, s.early_gradient_collectives,
     );
     println!(
         "  metrics, summary, charts and checkpoints: {}",
