@@ -3,13 +3,12 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
-use crate::exec::lanes::{worker, Job, Lanes, DEFAULT_POLL};
+use crate::exec::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
 use firemesh_collective::ProcessLink;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -57,9 +56,6 @@ struct MeshInner<D> {
     world: Option<Arc<dyn ProcessLink>>,
     /// The world link's side channel, asked for once when the mesh is made.
     side: Option<Arc<dyn ProcessLink>>,
-    /// The thread early gradient buckets are summed on (`buckets/early.rs`), started when
-    /// first used.
-    comm: OnceLock<Mutex<Sender<Job>>>,
 }
 
 /// A value armed on a mesh for one thread: what a training loop sets for the ops it issues,
@@ -114,7 +110,6 @@ impl<D: 'static> MeshInner<D> {
             autocast: PerThread::new(),
             side: world.as_ref().and_then(|w| w.side_channel()),
             world,
-            comm: OnceLock::new(),
         }
     }
 }
@@ -419,18 +414,6 @@ impl<D> Mesh<D> {
     /// The early gradient buckets the calling thread armed here, if any.
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.inner.early_buckets.current()
-    }
-
-    /// Queues `job` on this mesh's communication thread (started when first used), after the
-    /// jobs queued before it.
-    pub(crate) fn on_comm_thread(&self, job: Job) {
-        let queue = self.inner.comm.get_or_init(|| {
-            let name = format!("firemesh-comm-{}", self.inner.index);
-            Mutex::new(worker(name, DEFAULT_POLL))
-        });
-        locked(queue)
-            .send(job)
-            .expect("firemesh: the communication thread has stopped");
     }
 
     /// Sets the precision of `thread`'s matrix products and convolutions here (`None`: their

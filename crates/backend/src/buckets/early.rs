@@ -10,8 +10,11 @@
 //! ([`EarlyBuckets::scattering`]) are reduce-scattered instead, and the gradient carries its
 //! sum as `Shard(0)` blocks, which [`super::reduce_scatter_in_buckets`] takes as they are.
 //!
-//! Where the sum runs: on the mesh's communication thread, beside the rest of the backward
-//! pass (across the processes of a world, through the link's side channel: `world.rs`);
+//! Where the sum runs: on the process's communication thread (one per world link), beside the
+//! rest of the backward pass (across the processes of a world, through the link's side
+//! channel: `world.rs`; there the sums reach the gradients' clones at
+//! [`EarlyBuckets::close`], so that no op of the backward pass sees them on one process and not
+//! on another);
 //! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
 //! NdArray) the sum runs while the calling thread computes the next gradients. On CubeCL
 //! devices (wgpu, CUDA) the calling thread goes on queuing the backward pass while the
@@ -27,7 +30,7 @@
 //! on the calling thread and sliced, whichever finishes first (the values are the same).
 
 use super::{same_stream, sum_run, F};
-use crate::exec::lanes::Job;
+use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
 use crate::stats::{self, Counts};
@@ -37,8 +40,8 @@ use firemesh_collective::DeviceStream;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::Instant;
 
@@ -77,6 +80,13 @@ struct Session {
     summed: AtomicUsize,
     /// Buckets handed to the communication thread, not waited for yet.
     in_flight: Mutex<Vec<Receiver<Summed>>>,
+    /// In a world, the summed buckets' sums, left for their gradients' clones by
+    /// [`EarlyBuckets::close`] on the calling thread, in bucket order: an op of the backward
+    /// pass then meets every bucketed gradient as `Partial` (with a live clone) on every
+    /// process, whenever its sum finishes. Published as soon as summed, that op would see
+    /// `Partial` on one process and the sum on another, and cross the processes (or not)
+    /// differently on each.
+    deferred: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
 }
 
 impl EarlyBuckets {
@@ -110,6 +120,7 @@ impl EarlyBuckets {
                 open: Mutex::new(None),
                 summed: AtomicUsize::new(0),
                 in_flight: Mutex::new(Vec::new()),
+                deferred: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -155,6 +166,10 @@ impl EarlyBuckets {
                 Ok(counts) => stats::early_bucket_summed(&counts),
                 Err(message) => panic!("firemesh: summing an early gradient bucket: {message}"),
             }
+        }
+        let deferred = std::mem::take(&mut *locked(&self.session.deferred));
+        for publish in deferred {
+            publish();
         }
         stats::early_buckets_waited(waited);
         self.session.summed.swap(0, Ordering::Relaxed)
@@ -241,6 +256,7 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
         return;
     }
     let mesh = tensors[0].mesh.clone();
+    let in_world = mesh.processes() > 1;
     stats::early_bucket();
     session.summed.fetch_add(1, Ordering::Relaxed);
     let (wire, scatter) = (session.wire, session.scatter);
@@ -254,11 +270,17 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
         // A scattered bucket's tensors with fewer rows than ranks take a sum of their own.
         let more = collectives.saturating_sub(1);
         counted.summed.fetch_add(more, Ordering::Relaxed);
-        for (sum, t) in sums.into_iter().zip(summed) {
-            // A clone summed meanwhile holds the same sum (up to the wire's rounding), whole
-            // where this one is scattered: either serves.
-            let placement = t.placement();
-            let _ = sum.set((t.into_parts(), placement));
+        let publish = move || {
+            for (sum, t) in sums.into_iter().zip(summed) {
+                // A clone summed meanwhile holds the same sum (up to the wire's rounding),
+                // whole where this one is scattered: either serves.
+                let placement = t.placement();
+                let _ = sum.set((t.into_parts(), placement));
+            }
+        };
+        match in_world {
+            true => locked(&counted.deferred).push(Box::new(publish)),
+            false => publish(),
         }
     };
     let done = on_comm_thread(&mesh, job);
@@ -269,9 +291,12 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
 /// the sums, from when every rank's part was there), or why it failed.
 type Summed = Result<Counts, String>;
 
-/// Runs `job` on `mesh`'s communication thread, after the jobs queued before it, issuing to
-/// the device stream and crossing the processes through the side channel.
+/// Runs `job` on the communication thread of `mesh` (one per process, and one per world link
+/// a mesh crosses the processes through: the exchanges on one side channel must keep one
+/// order), after the jobs queued there before it, issuing to the device stream and crossing
+/// the processes through the side channel.
 fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
+    static QUEUES: OnceLock<Mutex<Vec<(usize, Sender<Job>)>>> = OnceLock::new();
     let (done, result) = channel();
     let counted: Job = Box::new(move || {
         let (outcome, counts) = stats::count(|| {
@@ -281,6 +306,22 @@ fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Rec
         });
         let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
     });
-    mesh.on_comm_thread(counted);
+    // Keyed by the side channel's address (0: no world).
+    let key = mesh
+        .side_link()
+        .map_or(0, |l| Arc::as_ptr(l) as *const () as usize);
+    let mut queues = locked(QUEUES.get_or_init(Default::default));
+    let at = match queues.iter().position(|(k, _)| *k == key) {
+        Some(at) => at,
+        None => {
+            let name = format!("firemesh-comm-{}", queues.len());
+            queues.push((key, worker(name, DEFAULT_POLL)));
+            queues.len() - 1
+        }
+    };
+    queues[at]
+        .1
+        .send(counted)
+        .expect("firemesh: the communication thread has stopped");
     result
 }

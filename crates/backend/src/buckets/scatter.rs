@@ -19,25 +19,31 @@ pub fn reduce_scatter_in_buckets<B: Backend>(
     bucket_bytes: usize,
     wire: Option<FloatDType>,
 ) -> (Vec<F<B>>, usize) {
-    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes, wire))
+    crate::exec::on_device_stream::<B, _>(|| in_buckets(tensors, bucket_bytes, wire, true))
 }
 
 /// One early bucket of `Partial` tensors reduce-scattered as one (ZeRO-1's early buckets), the
-/// tensors with fewer rows than ranks summed whole.
+/// tensors with fewer rows than ranks summed whole. A sum a clone found meanwhile is not
+/// taken: what the bucket holds must not depend on when the calling thread got there (in a
+/// world, every process must exchange the same buffers).
 pub(super) fn scatter_run<B: Backend>(
     tensors: Vec<F<B>>,
     wire: Option<FloatDType>,
 ) -> (Vec<F<B>>, usize) {
-    in_buckets(tensors, usize::MAX, wire)
+    in_buckets(tensors, usize::MAX, wire, false)
 }
 
+/// The buckets of `tensors`; `known`: a gradient whose clone was summed already is that sum.
 fn in_buckets<B: Backend>(
     tensors: Vec<F<B>>,
     bucket_bytes: usize,
     wire: Option<FloatDType>,
+    known: bool,
 ) -> (Vec<F<B>>, usize) {
-    // A gradient whose clone was summed already is that sum.
-    let tensors = tensors.into_iter().map(|t| t.with_known_sum()).collect();
+    let tensors = match known {
+        true => tensors.into_iter().map(|t| t.with_known_sum()).collect(),
+        false => tensors,
+    };
     let partial = |t: &F<B>| t.placement() == Placement::Partial;
     let long = |t: &F<B>| {
         let shape = t.shape();
