@@ -130,8 +130,9 @@ fn main() {
         Command::Train {
             dry_run: false,
             world_timeout,
+            options,
             ..
-        } => match join(&world, *world_timeout) {
+        } => match join(&world, options, *world_timeout) {
             Ok(joined) => joined,
             Err(e) => {
                 say_error(&e);
@@ -431,16 +432,22 @@ fn cpu_demo(n: usize, len: usize, iters: usize) -> Result<(usize, f64, bool)> {
 /// communicators, and left set.
 fn join_by_nccl(
     world: &firemesh_cli::world::World,
+    options: &TrainOptions,
     timeout: f64,
 ) -> Result<Option<firemesh_cli::train::Processes>> {
     if world.nccl_meeting().is_none() {
         return Ok(None);
     }
+    let options = options.clone().with_config_file()?;
+    let mesh = options
+        .devices
+        .mesh
+        .unwrap_or(firemesh::mesh::MeshKind::Auto);
     let id_at = |place: &str| {
         std::env::set_var("NCCL_COMM_ID", place);
         firemesh_nccl::UniqueId::new()
     };
-    firemesh_cli::train::join_by_nccl(world, id_at, world_timeout(timeout)?).map(Some)
+    firemesh_cli::train::join_by_nccl(world, mesh, id_at, world_timeout(timeout)?).map(Some)
 }
 
 /// The processes of `world` joined through MPI (nothing to join for one process), or by NCCL's
@@ -448,6 +455,7 @@ fn join_by_nccl(
 #[cfg(feature = "mpi")]
 fn join(
     world: &firemesh_cli::world::World,
+    options: &TrainOptions,
     timeout: f64,
 ) -> Result<(Option<firemesh_mpi::Mpi>, firemesh_cli::train::Processes)> {
     use firemesh_cli::train::Processes;
@@ -455,7 +463,7 @@ fn join(
     if world.is_single() {
         return Ok((None, Processes::alone()));
     }
-    if let Some(processes) = join_by_nccl(world, timeout)? {
+    if let Some(processes) = join_by_nccl(world, options, timeout)? {
         return Ok((None, processes));
     }
     let timeout = world_timeout(timeout)?;
@@ -491,10 +499,11 @@ fn world_timeout(seconds: f64) -> Result<std::time::Duration> {
 #[cfg(not(feature = "mpi"))]
 fn join(
     world: &firemesh_cli::world::World,
+    options: &TrainOptions,
     timeout: f64,
 ) -> Result<((), firemesh_cli::train::Processes)> {
     world_timeout(timeout)?;
-    if let Some(processes) = join_by_nccl(world, timeout)? {
+    if let Some(processes) = join_by_nccl(world, options, timeout)? {
         return Ok(((), processes));
     }
     world.check_single()?;

@@ -53,7 +53,7 @@ pub trait ProcessLink: Send + Sync + 'static {
         send_lens: &[usize],
         recv_lens: &[usize],
     ) -> Result<Vec<Vec<u8>>, LinkError> {
-        check_all_to_all(self.processes(), send, send_lens, recv_lens)?;
+        check_all_to_all(self.process(), self.processes(), send, send_lens, recv_lens)?;
         let mut message = Vec::with_capacity(8 * send_lens.len() + send.len());
         let mut at = 0;
         for &len in send_lens {
@@ -88,9 +88,11 @@ pub trait ProcessLink: Send + Sync + 'static {
     }
 }
 
-/// Checks the arguments of an all-to-all in a world of `processes`: one send and one receive
-/// length per process, and send lengths that add up to `send`.
+/// Checks the arguments of an all-to-all of `process` in a world of `processes`: one send and
+/// one receive length per process, send lengths that add up to `send`, and as many bytes sent
+/// to this process as it expects.
 pub fn check_all_to_all(
+    process: usize,
     processes: usize,
     send: &[u8],
     send_lens: &[usize],
@@ -108,6 +110,12 @@ pub fn check_all_to_all(
         return Err(LinkError(format!(
             "an all-to-all of {} bytes whose parts add up to {total}",
             send.len()
+        )));
+    }
+    if send_lens[process] != recv_lens[process] {
+        return Err(LinkError(format!(
+            "an all-to-all sending {} bytes to this process, which expects {}",
+            send_lens[process], recv_lens[process]
         )));
     }
     Ok(())
@@ -358,7 +366,12 @@ mod tests {
                         .collect();
                     let lens = [1, 2, 3];
                     let got = l.all_to_all(&send, &lens, &[p as usize + 1; 3]).unwrap();
-                    let wrong = l.all_to_all(&send, &lens, &[0; 3]);
+                    // Every length but this process's own wrong: found after the exchange.
+                    let mut expected = [0; 3];
+                    expected[p as usize] = p as usize + 1;
+                    let wrong = l.all_to_all(&send, &lens, &expected);
+                    let own = l.all_to_all(&send, &lens, &[0; 3]).unwrap_err();
+                    assert!(own.0.contains("which expects 0"), "{own}");
                     assert!(l.all_to_all(&send, &[1, 2], &[1; 3]).is_err());
                     assert!(l.all_to_all(&send, &[1, 2, 2], &[1; 3]).is_err());
                     (p, got, wrong)

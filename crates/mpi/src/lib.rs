@@ -98,6 +98,15 @@ impl Mpi {
     }
 }
 
+impl Drop for Mpi {
+    /// Takes the call lock for good before MPI is finalised (the universe drops after this):
+    /// a thread still exchanging (an early bucket's, while the step thread unwinds) must not
+    /// call MPI during or after `MPI_Finalize`; it waits on the lock until the process ends.
+    fn drop(&mut self) {
+        std::mem::forget(self.link.calling());
+    }
+}
+
 impl MpiLink {
     /// Holds the lock every MPI call is made under.
     fn calling(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -191,7 +200,7 @@ impl ProcessLink for MpiLink {
         send_lens: &[usize],
         recv_lens: &[usize],
     ) -> Result<Vec<Vec<u8>>, LinkError> {
-        check_all_to_all(self.processes, send, send_lens, recv_lens)?;
+        check_all_to_all(self.process, self.processes, send, send_lens, recv_lens)?;
         let counts = |lens: &[usize]| -> Result<Vec<i32>, LinkError> {
             (lens.iter())
                 .map(|&l| i32::try_from(l).map_err(|_| too_long(l)))

@@ -224,7 +224,7 @@ impl ProcessLink for NcclLink {
         send_lens: &[usize],
         recv_lens: &[usize],
     ) -> Result<Vec<Vec<u8>>, LinkError> {
-        check_all_to_all(self.processes, send, send_lens, recv_lens)?;
+        check_all_to_all(self.process, self.processes, send, send_lens, recv_lens)?;
         self.call(Request::AllToAll {
             send: send.to_vec(),
             send_lens: send_lens.to_vec(),

@@ -291,12 +291,16 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
 /// the sums, from when every rank's part was there), or why it failed.
 type Summed = Result<Counts, String>;
 
+/// A communication thread's queue, with the side channel it crosses the processes through (its
+/// address; 0: none).
+type CommThread = (usize, Sender<Job>);
+
 /// Runs `job` on the communication thread of `mesh` (one per process, and one per world link
 /// a mesh crosses the processes through: the exchanges on one side channel must keep one
 /// order), after the jobs queued there before it, issuing to the device stream and crossing
 /// the processes through the side channel.
 fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
-    static QUEUES: OnceLock<Mutex<Vec<(usize, Sender<Job>)>>> = OnceLock::new();
+    static QUEUES: OnceLock<Mutex<Vec<CommThread>>> = OnceLock::new();
     let (done, result) = channel();
     let counted: Job = Box::new(move || {
         let (outcome, counts) = stats::count(|| {

@@ -6,7 +6,7 @@
 use super::{Processes, TrainConfig};
 use crate::world::World;
 use crate::{Error, Result};
-use firemesh::mesh::DeviceMesh;
+use firemesh::mesh::{DeviceMesh, MeshKind};
 use firemesh_collective::{LinkError, ProcessLink};
 use firemesh_nccl::{NcclLink, UniqueId};
 use std::sync::Arc;
@@ -76,13 +76,16 @@ fn nccl_version(mesh: &DeviceMesh) -> Result<String> {
 }
 
 /// The processes of a torchrun-style `world`, joined by NCCL's own bootstrap from each
-/// process's GPU 0. `id_at` makes the id of a communicator whose process 0 listens at the
-/// address it is given (`ncclGetUniqueId` under `NCCL_COMM_ID`, which the program's edge
-/// sets): one for the world's link, one for its side channel. A world of several processes
-/// per node is refused first (one process per node drives all its GPUs); a join that does not
-/// complete within `timeout` fails (a process missing, or an address that cannot be reached).
+/// process's GPU 0, for a run on a mesh of `mesh` kind. `id_at` makes the id of a
+/// communicator whose process 0 listens at the address it is given (`ncclGetUniqueId` under
+/// `NCCL_COMM_ID`, which the program's edge sets): one for the world's link, one for its side
+/// channel, both before any join. Refused first, before NCCL is asked: a CPU or wgpu mesh
+/// (they cross the processes through MPI), and several processes per node (one process per
+/// node drives all its GPUs). A join that does not complete within `timeout` fails (a process
+/// missing, or an address that cannot be reached).
 pub fn join_by_nccl(
     world: &World,
+    mesh: MeshKind,
     mut id_at: impl FnMut(&str) -> std::result::Result<UniqueId, LinkError>,
     timeout: Duration,
 ) -> Result<Processes> {
@@ -97,17 +100,30 @@ pub fn join_by_nccl(
              --nproc-per-node 1)"
         )));
     }
+    let kind = match mesh {
+        MeshKind::Cpu => Some("a CPU mesh"),
+        MeshKind::Wgpu => Some("a wgpu mesh"),
+        MeshKind::Auto | MeshKind::Cuda => None,
+    };
+    if let Some(kind) = kind {
+        return Err(Error::Invalid(format!(
+            "{kind} across processes goes through MPI, which torchrun-style variables do not \
+             start: launch it with mpirun or srun (torchrun-style variables start NCCL's own \
+             bootstrap, for CUDA meshes)"
+        )));
+    }
     let failed = |e: LinkError| {
         Error::Invalid(format!(
             "process {p} of {n}, joining by NCCL's own bootstrap at {}: {}",
             meeting[0], e.0
         ))
     };
-    let mut join = |place: &str| -> Result<NcclLink> {
-        let id = id_at(place).map_err(failed)?;
-        NcclLink::connect(0, p, n, id, timeout).map_err(failed)
-    };
-    let link = join(&meeting[0])?.with_side_channel(join(&meeting[1])?);
+    // Both ids first: making one sets the environment, which must happen before any thread
+    // (NCCL's, CUDA's) exists.
+    let main = id_at(&meeting[0]).map_err(failed)?;
+    let side = id_at(&meeting[1]).map_err(failed)?;
+    let join = |id| NcclLink::connect(0, p, n, id, timeout).map_err(failed);
+    let link = join(main)?.with_side_channel(join(side)?);
     let link = link.map_err(failed)?;
     let [place, _] = meeting;
     Ok(Processes::joined_by_nccl(Arc::new(link), timeout, place))

@@ -138,11 +138,12 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
             "WORLD_SIZE=2 names a world without a place to meet",
         ),
         (&[("RANK", "one"), ("WORLD_SIZE", "2")][..], "RANK=\"one\""),
-        // Torchrun-style variables start NCCL's own bootstrap, in any build: here NCCL or a
-        // GPU is missing (or, on a GPU machine, process 1 never comes within the timeout).
+        // Torchrun-style variables start NCCL's own bootstrap, for CUDA meshes only: a CPU
+        // mesh is refused before NCCL is asked.
         (
             TORCHRUN_PROCESS_0_OF_2,
-            "joining by NCCL's own bootstrap at 127.0.0.1:29501",
+            "a CPU mesh across processes goes through MPI, which torchrun-style variables do \
+             not start",
         ),
         // Several processes per node are refused before NCCL is asked.
         (
@@ -158,6 +159,25 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
         assert_eq!(last.lines().count(), 1, "{stderr}");
         assert!(last.contains(says), "{vars:?}: {stderr}");
     }
+    // A CUDA mesh joins by NCCL's own bootstrap, in any build: here NCCL or a GPU is missing
+    // (or, on a GPU machine, process 1 never comes within the timeout).
+    let cuda = [
+        "train",
+        "--mesh",
+        "cuda",
+        "--steps",
+        "1",
+        "--world-timeout",
+        "5",
+    ];
+    let out = cli_launched(&cwd, &cuda, TORCHRUN_PROCESS_0_OF_2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("process 0 of 2, joining by NCCL's own bootstrap at 127.0.0.1:29501"),
+        "{stderr}"
+    );
     // A launcher's world of one process trains as before.
     let one = [("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1")];
     let args = ["train", "--dry-run", "--mesh", "cpu", "--ranks", "2"];
