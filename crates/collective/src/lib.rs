@@ -40,7 +40,8 @@ pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable_group::PortableGroup;
 pub use processes::{
-    check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink, ThreadLink, ThreadWorld,
+    check_all_to_all, no_answer, offsets, wait_for_exchange, LinkError, ProcessLink, ThreadLink,
+    ThreadWorld,
 };
 pub use stream::DeviceStream;
 pub use tensors::{TensorBridge, TensorCollectives};

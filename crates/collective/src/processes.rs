@@ -88,6 +88,13 @@ pub trait ProcessLink: Send + Sync + 'static {
     }
 }
 
+/// Where each of the pieces of `lens` starts, laid end to end.
+pub fn offsets(lens: &[usize]) -> Vec<usize> {
+    lens.iter()
+        .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
+        .collect()
+}
+
 /// Checks the arguments of an all-to-all of `process` in a world of `processes`: one send and
 /// one receive length per process, send lengths that add up to `send`, and as many bytes sent
 /// to this process as it expects.
@@ -234,8 +241,7 @@ impl ProcessLink for ThreadLink {
     }
 
     fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
-        let side: Arc<dyn ProcessLink> = self.side.clone()?;
-        Some(side)
+        self.side.clone().map(|side| side as Arc<dyn ProcessLink>)
     }
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {

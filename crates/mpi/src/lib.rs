@@ -189,8 +189,7 @@ impl ProcessLink for MpiLink {
 
     /// The duplicate of the world communicator made at [`Mpi::init`].
     fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
-        let side: Arc<dyn ProcessLink> = self.side.clone()?;
-        Some(side)
+        self.side.clone().map(|side| side as Arc<dyn ProcessLink>)
     }
 
     /// MPI's own all-to-all: each part travels to its process only.

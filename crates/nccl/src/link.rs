@@ -10,7 +10,9 @@
 use crate::{context, failed, UniqueId};
 use cudarc::driver::{sys as driver, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
-use firemesh_collective::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
+use firemesh_collective::{
+    check_all_to_all, no_answer, offsets, wait_for_exchange, LinkError, ProcessLink,
+};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -204,8 +206,7 @@ impl ProcessLink for NcclLink {
     }
 
     fn side_channel(&self) -> Option<Arc<dyn ProcessLink>> {
-        let side: Arc<dyn ProcessLink> = self.side.clone()?;
-        Some(side)
+        self.side.clone().map(|side| side as Arc<dyn ProcessLink>)
     }
 
     fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, LinkError> {
@@ -289,15 +290,6 @@ impl Communicator {
         recv_lens: &[usize],
     ) -> Result<Vec<Vec<u8>>, LinkError> {
         let me = self.process;
-        let offsets = |lens: &[usize]| -> Vec<usize> {
-            let mut at = 0;
-            lens.iter()
-                .map(|l| {
-                    at += l;
-                    at - l
-                })
-                .collect()
-        };
         let (send_at, recv_at) = (offsets(send_lens), offsets(recv_lens));
         let received: usize = recv_lens.iter().sum();
         let moved = (0..self.processes).any(|q| q != me && (send_lens[q] > 0 || recv_lens[q] > 0));

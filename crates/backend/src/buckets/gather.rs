@@ -4,12 +4,13 @@
 //! is its blocks of several parameters, flat and concatenated; the gathered buffer holds every
 //! rank's, and each parameter is cut back out of it, block by block.
 
-use super::{block_offsets, cat, piece, starts, F, P};
+use super::{block_offsets, cat, piece, F, P};
 use crate::kind::FloatKind;
 use crate::placement::Placement;
 use crate::route::{self, To};
 use crate::stats::{self, Redistribution};
 use burn_backend::{Backend, TensorMetadata};
+use firemesh_collective::offsets as starts;
 
 /// The `Shard(0)` tensors gathered (now `Replicated`), whole tensors in buckets of about
 /// `bucket_bytes` (a tensor larger than that is a bucket alone); tensors of other placements

@@ -144,13 +144,6 @@ fn in_dtype<B: Backend>(parts: Vec<P<B>>, dtype: Option<FloatDType>) -> Vec<P<B>
     }
 }
 
-/// Where each of `lens` starts when they are laid end to end.
-fn starts(lens: &[usize]) -> Vec<usize> {
-    lens.iter()
-        .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
-        .collect()
-}
-
 /// Where each item's block starts in its rank's buffer, when every rank concatenates its
 /// blocks (`lens[item][rank]` elements) in item order; and each rank's buffer length.
 fn block_offsets(lens: &[Vec<usize>], ranks: usize) -> (Vec<Vec<usize>>, Vec<usize>) {

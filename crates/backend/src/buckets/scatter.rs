@@ -3,11 +3,12 @@
 //! On every rank a bucket is laid out by destination: the blocks of rank 0 of each gradient,
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
-use super::{block_offsets, cat, in_dtype, narrowing, piece, starts, sum_run, F, P};
+use super::{block_offsets, cat, in_dtype, narrowing, piece, sum_run, F, P};
 use crate::placement::Placement;
 use crate::route;
 use crate::stats::{self, Redistribution};
 use burn_backend::{Backend, FloatDType, TensorMetadata};
+use firemesh_collective::offsets;
 
 /// The `Partial` tensors summed over the ranks into `Shard(0)` blocks (rank r holds the sum of
 /// its even share of rows), whole tensors in buckets of about `bucket_bytes`, each f32 bucket
@@ -98,7 +99,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 .collect()
         })
         .collect();
-    let starts: Vec<Vec<usize>> = lens.iter().map(|l| starts(l)).collect();
+    let starts: Vec<Vec<usize>> = lens.iter().map(|l| offsets(l)).collect();
     let totals: Vec<usize> = shapes.iter().map(|s| s.num_elements()).collect();
     // flats[item][rank]: the rank's addend of the item, flat.
     let flats: Vec<Vec<P<B>>> = bucket
