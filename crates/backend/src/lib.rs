@@ -10,7 +10,7 @@
 //! Layout: `ops/` implements Burn's backend traits, one file per trait; each method runs
 //! through the executor (`exec/`) under the rule of its op family (`rules/`, one file per
 //! family, named where each method is declared). `redistribute.rs` changes placements,
-//! through `route.rs`, the one route for sums and gathers across ranks.
+//! through `route/`, the one route for sums and gathers across ranks.
 
 mod api;
 mod autocast;

@@ -41,7 +41,7 @@ struct MeshInner<D> {
     /// The threads of ranks 1.., started when first used.
     lanes: OnceLock<Lanes>,
     /// The collective group of each inner backend `B` (an `Arc<dyn MeshCollectives<B>>`, see
-    /// `route.rs`), by type.
+    /// `route/`), by type.
     collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
     streams: Mutex<(u64, u64)>,
@@ -280,7 +280,7 @@ impl<D: DeviceOps> Mesh<D> {
         &self.inner.devices[rank]
     }
 
-    /// The collective groups registered here, one per inner backend (see `route.rs`).
+    /// The collective groups registered here, one per inner backend (see `route/`).
     pub(crate) fn collective_groups(&self) -> &RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
         &self.inner.collectives
     }

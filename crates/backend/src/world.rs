@@ -6,9 +6,9 @@
 //! `p`'s local rank `r` is world rank `p * len + r`). Each process holds its own ranks' parts
 //! only, and every process holds blocks of the same sizes (so the global shape is the local
 //! one times the processes, and any process can say every block's size). Sums and gathers
-//! cross the processes in `route.rs`, after the ranks of the process: one buffer per process
-//! goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and every
-//! process combines all of them in process order, so every process holds the same bits. A
+//! cross the processes after the ranks of the process (`route/across.rs`): one buffer per
+//! process goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and
+//! every process combines all of them in process order, so every process holds the same bits. A
 //! large sum in a world of more than 2 processes goes by blocks (an all-to-all, each process
 //! summing its block, then an all-gather of the sums), adding each element in the same order.
 //!
@@ -75,37 +75,86 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
     if n == 1 {
         return whole;
     }
-    let shape = whole.shape();
-    let bytes = shape.num_elements() * whole.dtype().size();
+    let elements = whole.shape().num_elements();
     let link = link_here(mesh);
-    if n > 2 && link.has_all_to_all() && bytes >= BLOCKS_FROM_BYTES && shape.num_elements() >= n {
-        return sum_by_blocks::<B, K>(whole, mesh, link);
+    if by_blocks(link, elements * whole.dtype().size(), elements) {
+        let home = mesh.device(0);
+        return K::from_data(sum_by_blocks::<B, K>(K::into_data(whole), mesh, link), home);
     }
     let mut all = exchange::<B, K>(whole, mesh).into_iter();
     let first = all.next().expect("a world has a process 0");
     all.fold(first, K::add)
 }
 
+/// Whether a sum of `elements` taking `bytes` goes by blocks ([`sum_by_blocks`]) through `link`.
+fn by_blocks(link: &Arc<dyn ProcessLink>, bytes: usize, elements: usize) -> bool {
+    let n = link.processes();
+    n > 2 && link.has_all_to_all() && bytes >= BLOCKS_FROM_BYTES && elements >= n
+}
+
 /// [`sum_across`] of a large buffer: process `q` sums block `q` of every process's buffer (in
 /// process order, so each element is added as the whole exchange adds it), then every process
 /// gathers the summed blocks. Each process sends and receives 2 (P - 1) / P of the buffer
-/// instead of P - 1 buffers, and every process holds the same bits.
+/// instead of P - 1 buffers, and every process holds the same bits. The sum comes back on the
+/// host.
 fn sum_by_blocks<B: Backend, K: Kind<B>>(
-    whole: K::P,
+    data: TensorData,
     mesh: &Mesh<B::Device>,
     link: &Arc<dyn ProcessLink>,
-) -> K::P {
-    let data = K::into_data(whole);
+) -> TensorData {
     let (dtype, shape) = (data.dtype, data.shape.clone());
     let blocks = even_split(data.num_elements(), mesh.processes());
     let sum = K::into_data(sum_own_block::<B, K>(data, &blocks, mesh, link));
     let summed = link
         .all_gather(sum.as_bytes())
         .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
-    K::from_data(
-        TensorData::from_bytes_vec(summed.concat(), shape, dtype),
-        mesh.device(0),
-    )
+    TensorData::from_bytes_vec(summed.concat(), shape, dtype)
+}
+
+/// The sum over the processes of a flat buffer this process holds in blocks, block `r` on rank
+/// `r`'s device (its ranks' sum, reduce-scattered by the mesh's group): block `r` of the
+/// world's sum, on rank `r`'s device. Each block is read to the host once and the buffer
+/// crosses the processes as one; rank `r` then adds every process's block `r` on its own
+/// device, in process order, this process's as it is (a large buffer in a world of more than
+/// 2 processes is summed by blocks and the sum's blocks uploaded to their ranks). Either way
+/// each element is added as [`sum_across`] adds it, and no device holds the whole buffer.
+pub(crate) fn sum_blocks_across<B: Backend, K: Kind<B>>(
+    blocks: Vec<K::P>,
+    mesh: &Mesh<B::Device>,
+) -> Vec<K::P> {
+    let (n, me) = (mesh.processes(), mesh.process());
+    if n == 1 {
+        return blocks;
+    }
+    let lens: Vec<usize> = blocks.iter().map(|b| b.shape().num_elements()).collect();
+    let node = on_host::<B, K>(&blocks);
+    let (dtype, total) = (node.dtype, node.num_elements());
+    let size = dtype.size();
+    let starts = firemesh_collective::offsets(&lens);
+    let piece = |all: &[u8], r: usize| {
+        let at = starts[r] * size..(starts[r] + lens[r]) * size;
+        K::from_data(
+            TensorData::from_bytes_vec(all[at].to_vec(), vec![lens[r]], dtype),
+            mesh.device(r),
+        )
+    };
+    let link = link_here(mesh);
+    if by_blocks(link, total * size, total) {
+        let sum = sum_by_blocks::<B, K>(node, mesh, link);
+        return (0..lens.len()).map(|r| piece(sum.as_bytes(), r)).collect();
+    }
+    let all = exchange_data(&node, mesh);
+    blocks
+        .into_iter()
+        .enumerate()
+        .map(|(r, own)| {
+            let addend = |q: usize| match q == me {
+                true => own.clone(),
+                false => piece(&all[q], r),
+            };
+            (1..n).fold(addend(0), |sum, q| K::add(sum, addend(q)))
+        })
+        .collect()
 }
 
 /// This process's chunk of the sum over the processes of `whole` (this process's flat sum over
@@ -131,6 +180,58 @@ pub(crate) fn reduce_scatter_across<B: Backend, K: Kind<B>>(
     let end = Some((start + chunks[me]) as isize);
     let range = [burn_backend::Slice::new(start as isize, end, 1)];
     K::slice(sum_across::<B, K>(whole, mesh), &range)
+}
+
+/// Whether the link this thread crosses `mesh`'s processes through has its own all-to-all.
+pub(crate) fn has_all_to_all<D>(mesh: &Mesh<D>) -> bool {
+    link_here(mesh).has_all_to_all()
+}
+
+/// Rank `r`'s block of a reduce-scatter across the processes, on its device. `lens` are the
+/// blocks of the world's ranks (world rank `q * ranks + r` is process `q`'s rank `r`), laid end
+/// to end, and `segments` (on any of the ranks' devices) this process's sum of them, cut
+/// anywhere. Each segment is read to the host once; one all-to-all sends process `q` its ranks'
+/// blocks (the link must have one: [`has_all_to_all`]); rank `r` then uploads every process's
+/// sum of its own block and adds them on its device, in process order.
+pub(crate) fn scatter_blocks_across<B: Backend, K: Kind<B>>(
+    segments: Vec<K::P>,
+    lens: &[usize],
+    mesh: &Mesh<B::Device>,
+) -> Vec<K::P> {
+    let (n, me, ranks) = (mesh.processes(), mesh.process(), mesh.len());
+    let node = on_host::<B, K>(&segments);
+    drop(segments);
+    let size = node.dtype.size();
+    let chunks: Vec<usize> = lens.chunks(ranks).map(|own| own.iter().sum()).collect();
+    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
+    let got = link_here(mesh)
+        .all_to_all(node.as_bytes(), &send_lens, &vec![send_lens[me]; n])
+        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    let own = &lens[me * ranks..(me + 1) * ranks];
+    let starts = firemesh_collective::offsets(own);
+    (0..ranks)
+        .map(|r| {
+            let at = starts[r] * size..(starts[r] + own[r]) * size;
+            let addend = |q: usize| {
+                let bytes = got[q][at.clone()].to_vec();
+                let data = TensorData::from_bytes_vec(bytes, vec![own[r]], node.dtype);
+                K::from_data(data, mesh.device(r))
+            };
+            (1..n).fold(addend(0), |sum, q| K::add(sum, addend(q)))
+        })
+        .collect()
+}
+
+/// The flat `parts` laid end to end on the host, each read from its device once.
+pub(crate) fn on_host<B: Backend, K: Kind<B>>(parts: &[K::P]) -> TensorData {
+    let datas: Vec<TensorData> = parts.iter().map(|p| K::into_data(p.clone())).collect();
+    let dtype = datas[0].dtype;
+    let total: usize = datas.iter().map(TensorData::num_elements).sum();
+    let mut bytes = Vec::with_capacity(total * dtype.size());
+    for d in &datas {
+        bytes.extend_from_slice(d.as_bytes());
+    }
+    TensorData::from_bytes_vec(bytes, vec![total], dtype)
 }
 
 /// Block `me` (this process's) of the sum over the processes of `data`, flat and cut into
@@ -169,11 +270,34 @@ pub(crate) fn gather_across<B: Backend, K: Kind<B>>(
     K::cat(exchange::<B, K>(chunk, mesh), dim)
 }
 
+/// Every process's `data` (one shape on every process), laid end to end in process order, on
+/// the host.
+pub(crate) fn gather_bytes_across(
+    data: &TensorData,
+    mesh: &Mesh<impl burn_backend::DeviceOps>,
+) -> Vec<u8> {
+    exchange_data(data, mesh).concat()
+}
+
 /// Every process's `p`, in process order, on rank 0's device (this process's as it is).
 fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P> {
-    let link = link_here(mesh);
     let data = K::into_data(p.clone());
-    let dtype = data.dtype;
+    let (dtype, shape) = (data.dtype, data.shape.clone());
+    let home = mesh.device(0);
+    (exchange_data(&data, mesh).into_iter().enumerate())
+        .map(|(q, bytes)| match q == mesh.process() {
+            true => p.clone(),
+            false => K::from_data(
+                TensorData::from_bytes_vec(bytes, shape.clone(), dtype),
+                home,
+            ),
+        })
+        .collect()
+}
+
+/// Every process's bytes of `data` (one shape on every process), in process order.
+fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -> Vec<Vec<u8>> {
+    let link = link_here(mesh);
     let mut message = Vec::with_capacity(8 * (data.shape.len() + 1) + data.as_bytes().len());
     message.extend((data.shape.len() as u64).to_le_bytes());
     for d in data.shape.iter() {
@@ -183,13 +307,9 @@ fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P
     let all = link
         .all_gather(&message)
         .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
-    let home = mesh.device(0);
     all.into_iter()
         .enumerate()
-        .map(|(q, m)| {
-            if q == mesh.process() {
-                return p.clone();
-            }
+        .map(|(q, mut m)| {
             let dims = number(&m[..8]) as usize;
             let shape: Vec<usize> = (0..dims)
                 .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
@@ -203,8 +323,8 @@ fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P
                 mesh.process(),
                 data.shape
             );
-            let bytes = m[8 * (dims + 1)..].to_vec();
-            K::from_data(TensorData::from_bytes_vec(bytes, shape, dtype), home)
+            m.drain(..8 * (dims + 1));
+            m
         })
         .collect()
 }

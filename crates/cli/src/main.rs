@@ -92,7 +92,7 @@ enum Command {
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             // One line: clap's message and its hint (possible values), without the usage.
@@ -107,6 +107,16 @@ fn main() {
         }
         Err(e) => e.exit(), // --help, --version
     };
+    // A run's `--config` file is read once, here, under the command line's values.
+    if let Command::Train { options, .. } = &mut cli.command {
+        match options.clone().with_config_file() {
+            Ok(merged) => *options = merged,
+            Err(e) => {
+                say_error(&e);
+                std::process::exit(1);
+            }
+        }
+    }
     // The launcher's world, from its environment: read here, at the program's edge, before
     // anything is written (the trace file included).
     let world = match &cli.command {
@@ -238,6 +248,7 @@ fn init_tracing(trace: Option<&std::path::Path>) -> Result<Option<tracing_chrome
     Ok(flush)
 }
 
+/// Trains on `options` (their `--config` file merged in `main`).
 fn train(
     options: TrainOptions,
     runtime: &RuntimeConfig,
@@ -245,7 +256,7 @@ fn train(
     dry_run: Option<&firemesh_cli::world::World>,
     processes: &firemesh_cli::train::Processes,
 ) -> Result<()> {
-    let config = TrainConfig::resolve(options.with_config_file()?)?;
+    let config = TrainConfig::resolve(options)?;
     if let Some(world) = dry_run {
         println!("{}", firemesh_cli::train::plan(&config, world)?);
         return Ok(());
@@ -438,7 +449,6 @@ fn join_by_nccl(
     if world.nccl_meeting().is_none() {
         return Ok(None);
     }
-    let options = options.clone().with_config_file()?;
     let mesh = options
         .devices
         .mesh

@@ -17,5 +17,6 @@ mod stress;
 mod table;
 mod training;
 mod wgpu;
+mod wgpu_world;
 mod world_sums;
 mod zero_buckets;

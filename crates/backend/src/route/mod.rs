@@ -13,9 +13,7 @@
 
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
-use crate::placement::even_split;
 use crate::stats;
-use crate::world;
 use burn_backend::{Backend, Shape, Slice, TensorMetadata, TensorPrimitive};
 use burn_tensor::Tensor;
 use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollectives};
@@ -23,6 +21,8 @@ use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 pub use crate::stats::Route;
+
+mod across;
 
 /// Which ranks need the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     let _clock = stats::comm_clock::<B>(mesh);
     if mesh.processes() > 1 {
         stats::route(Route::AcrossProcesses);
-        return sum_in_world::<B, K>(parts, mesh, to);
+        return across::sum_in_world::<B, K>(parts, mesh, to);
     }
     match route::<B, K>(mesh).1 {
         Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
@@ -94,72 +94,6 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
             kind_parts::<B, K>(take(sums, to))
         }
     }
-}
-
-/// [`sum`] on a mesh that is one process's share of a world: inside the process first, then
-/// across the processes on one buffer per process (`world::sum_across`), then shared inside the
-/// process again. Where the ranks sum through a collective group (float parts on several
-/// devices), the group does the inside levels: a reduce-scatter (rank r receives block r of
-/// the process's sum), the blocks joined on rank 0, and after the crossing each rank takes its
-/// block of the world's sum back and the group all-gathers them. Otherwise (one device, other
-/// kinds, fewer elements than ranks) the parts are added on rank 0 and the sum moved to each.
-fn sum_in_world<B: Backend, K: Kind<B>>(
-    parts: Vec<K::P>,
-    mesh: &Mesh<B::Device>,
-    to: To,
-) -> Vec<K::P> {
-    let shape = parts[0].shape();
-    let elements = shape.num_elements();
-    let group = match route::<B, K>(mesh).1 {
-        Way::Group(group) if elements >= mesh.len() => group,
-        _ => {
-            let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
-            return deliver::<B, K>(whole, mesh, to);
-        }
-    };
-    let lens = even_split(elements, mesh.len());
-    let flats = float_parts::<B, K>(parts).map(|p| flat::<B>(p, elements));
-    let blocks = group_call(
-        "reduce-scatter",
-        group.reduce_scatter(flats.collect(), &lens),
-    );
-    let home = mesh.device(0);
-    let blocks = blocks
-        .into_iter()
-        .map(|b| <FloatKind as Kind<B>>::move_to(unflat(b), home))
-        .collect();
-    let node = B::float_cat(blocks, 0);
-    let whole = world::sum_across::<B, FloatKind>(node, mesh);
-    if to == To::FirstRank {
-        return kind_parts::<B, K>(vec![B::float_reshape(whole, shape)]);
-    }
-    kind_parts::<B, K>(share_through_group::<B>(whole, shape, &*group, mesh))
-}
-
-/// `whole` (flat, on rank 0's device) as `shape` on every rank: rank r takes its even block of
-/// it, and the group all-gathers the blocks (1/N of the buffer moved per rank, then the
-/// group's own transfers, instead of the whole buffer moved to each rank).
-fn share_through_group<B: Backend>(
-    whole: B::FloatTensorPrimitive,
-    shape: Shape,
-    group: &dyn MeshCollectives<B>,
-    mesh: &Mesh<B::Device>,
-) -> Vec<B::FloatTensorPrimitive> {
-    let lens = even_split(shape.num_elements(), mesh.len());
-    let mut start = 0;
-    let pieces = (lens.iter().zip(mesh.devices()))
-        .map(|(&len, device)| {
-            let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
-            start += len;
-            let piece = B::float_slice(whole.clone(), &range);
-            let piece = <FloatKind as Kind<B>>::move_to(piece, device);
-            flat::<B>(piece, len)
-        })
-        .collect();
-    let wholes = group_call("all-gather", group.gather(pieces));
-    (wholes.into_iter())
-        .map(|t| B::float_reshape(unflat(t), shape.clone()))
-        .collect()
 }
 
 /// The sum of the parts on rank 0's device, added in rank order.
@@ -182,22 +116,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     let _clock = stats::comm_clock::<B>(mesh);
     if mesh.processes() > 1 {
         stats::route(Route::AcrossProcesses);
-        let home = mesh.device(0);
-        let chunk = K::cat(
-            parts.into_iter().map(|p| K::move_to(p, home)).collect(),
-            dim,
-        );
-        let whole = world::gather_across::<B, K>(chunk, dim, mesh);
-        // Shared inside the process through its group, where it sums through one.
-        let (shape, n) = (whole.shape(), whole.shape().num_elements());
-        return match route::<B, K>(mesh).1 {
-            Way::Group(group) if to == To::EveryRank && n >= mesh.len() => {
-                let whole = float_parts::<B, K>(vec![whole]).next().expect("one part");
-                let whole = B::float_reshape(whole, Shape::new([n]));
-                kind_parts::<B, K>(share_through_group::<B>(whole, shape, &*group, mesh))
-            }
-            _ => deliver::<B, K>(whole, mesh, to),
-        };
+        return across::gather_in_world::<B, K>(parts, dim, mesh, to);
     }
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
@@ -235,7 +154,8 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
 }
 
 /// The sum of flat float parts (one addend per rank, of one length), rank r receiving the
-/// `lens[r]` elements of it that follow those of the ranks before it.
+/// `lens[r]` elements of it that follow those of the ranks before it. In a world, `lens` are
+/// the world's ranks' (`across::reduce_scatter_in_world`).
 pub(crate) fn reduce_scatter<B: Backend>(
     parts: Vec<B::FloatTensorPrimitive>,
     lens: &[usize],
@@ -245,26 +165,12 @@ pub(crate) fn reduce_scatter<B: Backend>(
     let _span = comm_span("reduce-scatter", mesh.len(), elements);
     stats::summed(elements, elements * parts[0].dtype().size());
     let _clock = stats::comm_clock::<B>(mesh);
-    match sum_way::<B, FloatKind>(mesh) {
-        Way::Moves => {
-            let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
-            // In a world, `lens` are the world's ranks': each process receives the sum of its
-            // ranks' blocks (`world::reduce_scatter_across`), one after the other.
-            let chunks: Vec<usize> = (lens.chunks(mesh.len()))
-                .map(|own| own.iter().sum())
-                .collect();
-            let mine = world::reduce_scatter_across::<B, FloatKind>(whole, &chunks, mesh);
-            let (lens, _) = world::own_blocks(lens, mesh);
-            let mut start = 0;
-            lens.iter()
-                .zip(mesh.devices())
-                .map(|(&len, device)| {
-                    let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
-                    start += len;
-                    <FloatKind as Kind<B>>::move_to(B::float_slice(mine.clone(), &range), device)
-                })
-                .collect()
-        }
+    if mesh.processes() > 1 {
+        stats::route(Route::AcrossProcesses);
+        return across::reduce_scatter_in_world::<B>(parts, lens, mesh);
+    }
+    match route::<B, FloatKind>(mesh).1 {
+        Way::Moves => to_ranks::<B>(sum_on_rank_0::<B, FloatKind>(parts, mesh), lens, mesh),
         Way::Group(group) => {
             let flats = parts.into_iter().map(|p| flat::<B>(p, elements));
             let out = group_call(
@@ -276,23 +182,28 @@ pub(crate) fn reduce_scatter<B: Backend>(
     }
 }
 
+/// Rank r's `lens[r]` elements of flat `whole` (after those of the ranks before it), on its
+/// device.
+fn to_ranks<B: Backend>(
+    whole: B::FloatTensorPrimitive,
+    lens: &[usize],
+    mesh: &Mesh<B::Device>,
+) -> Vec<B::FloatTensorPrimitive> {
+    let starts = firemesh_collective::offsets(lens);
+    (lens.iter().zip(starts).zip(mesh.devices()))
+        .map(|((&len, start), device)| {
+            let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
+            <FloatKind as Kind<B>>::move_to(B::float_slice(whole.clone(), &range), device)
+        })
+        .collect()
+}
+
 /// How parts on a mesh are summed or gathered.
 enum Way<B: Backend> {
     /// On their devices' host-side handles: in place on one device, through host memory
     /// between devices.
     Moves,
     Group(Arc<dyn MeshCollectives<B>>),
-}
-
-/// How a sum of `K` parts on `mesh` goes (counted): across the processes of a world, on rank 0
-/// and then through the world's link (`world::sum_across`, which adds nothing without one);
-/// else as [`route`] says.
-fn sum_way<B: Backend, K: Kind<B>>(mesh: &Mesh<B::Device>) -> Way<B> {
-    if mesh.processes() > 1 {
-        stats::route(Route::AcrossProcesses);
-        return Way::Moves;
-    }
-    route::<B, K>(mesh).1
 }
 
 /// The route for `K` parts on `mesh` (counted).
