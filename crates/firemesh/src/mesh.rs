@@ -165,6 +165,18 @@ impl DeviceMesh {
         }
     }
 
+    /// Number of distinct devices under the ranks (ranks may share a GPU; a CPU mesh is one).
+    pub fn distinct_devices(&self) -> usize {
+        fn distinct<T: PartialEq>(d: &[T]) -> usize {
+            (0..d.len()).filter(|&i| !d[..i].contains(&d[i])).count()
+        }
+        match self {
+            Self::Cuda(d) => distinct(d),
+            Self::Wgpu(d) => distinct(d),
+            Self::Cpu { .. } => 1,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Self::Cuda(d) => format!("{} CUDA GPU rank(s)", d.len()),

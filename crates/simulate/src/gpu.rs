@@ -5,12 +5,15 @@
 use crate::{Result, SimulateError};
 use serde::Serialize;
 
-/// A GPU board: its name, what it is, and the link preset joining its eight GPUs.
+/// A GPU board: its name, what it is, the link preset joining its eight GPUs, and the one
+/// joining each GPU to the host (the board's PCIe generation, x16: NVIDIA's V100, A100, H100
+/// and H200 datasheets).
 #[derive(Debug)]
 pub struct Gpu {
     pub name: &'static str,
     pub about: &'static str,
     pub link: &'static str,
+    pub host: &'static str,
 }
 
 /// The presets. Links: see [`crate::LINK_PRESETS`].
@@ -19,21 +22,25 @@ pub const GPUS: &[Gpu] = &[
         name: "v100",
         about: "V100 16GB SXM2 (DGX-1)",
         link: "nvlink2",
+        host: "pcie3",
     },
     Gpu {
         name: "a100",
         about: "A100 80GB SXM4 (DGX A100)",
         link: "nvlink3",
+        host: "pcie4",
     },
     Gpu {
         name: "h100",
         about: "H100 80GB SXM5 (DGX H100)",
         link: "nvlink4",
+        host: "pcie5",
     },
     Gpu {
         name: "h200",
         about: "H200 141GB SXM (HGX H200)",
         link: "nvlink4",
+        host: "pcie5",
     },
 ];
 

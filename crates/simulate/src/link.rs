@@ -48,7 +48,8 @@ pub const BUS_SHARE: f64 = 235.0 / 300.0;
 
 /// Peak figures per direction, from the vendors' specifications: NVLink 2 (V100 SXM2) 6 links
 /// of 25 GB/s, NVLink 3 (A100 SXM4) 12, NVLink 4 (H100/H200 SXM) 18 (NVIDIA's V100, A100 and
-/// H100 datasheets: 300, 600 and 900 GB/s both directions together); PCIe 4.0 x16 16 GT/s and
+/// H100 datasheets: 300, 600 and 900 GB/s both directions together); PCIe 3.0 x16 8 GT/s,
+/// PCIe 4.0 x16 16 GT/s and
 /// PCIe 5.0 x16 32 GT/s per lane with 128b/130b coding (PCI-SIG); InfiniBand EDR 100 Gb/s,
 /// HDR 200 Gb/s, NDR 400 Gb/s per port.
 pub const LINK_PRESETS: &[LinkPreset] = &[
@@ -69,6 +70,12 @@ pub const LINK_PRESETS: &[LinkPreset] = &[
         about: "NVLink 4 (H100/H200 SXM): 18 links, 450 GB/s per direction",
         hw: Hw::NvLink,
         peak_gb_s: 450.0,
+    },
+    LinkPreset {
+        name: "pcie3",
+        about: "PCIe 3.0 x16: 15.75 GB/s per direction",
+        hw: Hw::Pci,
+        peak_gb_s: 15.75,
     },
     LinkPreset {
         name: "pcie4",
@@ -165,7 +172,8 @@ impl Link {
 
 /// Ranks in nodes: `intra` joins the ranks of a node, `inter` the nodes through
 /// `ports_per_node` network ports per node (one per rank when `None`); `levels` is how a sum
-/// crosses the nodes.
+/// crosses the nodes; `host` joins each GPU to its host's memory, for levels that stage the
+/// sum through the host ([`Levels::HostStaged`]; not costed when `None`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
     pub intra: Link,
@@ -175,6 +183,8 @@ pub struct Topology {
     pub ports_per_node: Option<usize>,
     #[serde(default)]
     pub levels: Levels,
+    #[serde(default)]
+    pub host: Option<Link>,
 }
 
 /// How an all-reduce over several nodes is scheduled.
@@ -193,6 +203,12 @@ pub enum Levels {
     /// each rank's block summed across the nodes through its own port (ranks sharing the
     /// node's ports when there are fewer), and an in-node all-gather.
     NodeBlocks,
+    /// firemesh across processes as built (stop 43): the node's ranks reduce-scatter the sum,
+    /// each rank reads its block to the host over its own host link, the node's buffer goes
+    /// through the node's first GPU to NCCL (copied up, exchanged, copied back: 3 buffers
+    /// through that GPU's host link) and across the nodes with a ring's bytes through one port,
+    /// each rank uploads its block of the sum, and the node's ranks all-gather it.
+    HostStaged,
 }
 
 impl std::str::FromStr for Levels {
@@ -202,8 +218,9 @@ impl std::str::FromStr for Levels {
             "ring" => Ok(Levels::Ring),
             "node-buffer" => Ok(Levels::NodeBuffer),
             "node-blocks" => Ok(Levels::NodeBlocks),
+            "host-staged" => Ok(Levels::HostStaged),
             _ => Err(SimulateError::Invalid(format!(
-                "levels {s:?}: ring, node-buffer or node-blocks"
+                "levels {s:?}: ring, node-buffer, node-blocks or host-staged"
             ))),
         }
     }
@@ -218,6 +235,7 @@ impl Topology {
             ranks_per_node: usize::MAX,
             ports_per_node: None,
             levels: Levels::Ring,
+            host: None,
         }
     }
 }
@@ -247,6 +265,7 @@ pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
             ranks_per_node: 1,
             ports_per_node: Some(1),
             levels: Levels::Ring,
+            host: None,
         };
         ring_seconds(&net, nodes, bytes)
     };
@@ -269,6 +288,17 @@ pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
         Levels::NodeBlocks => {
             let share = (ports / g as f64).min(1.0);
             in_node + across(bytes / g as f64, share)
+        }
+        // In the node, a reduce-scatter and an all-gather (an all-reduce's bytes, as above).
+        // Through the host, one after the other: each rank's block read (1/g of the buffer on
+        // each rank's own link), the first GPU's 3 buffers for NCCL, each rank's block of the
+        // sum uploaded (1/g again).
+        Levels::HostStaged => {
+            let staged = match &topology.host {
+                Some(host) => bytes * (3.0 + 2.0 / g as f64) / host.bytes_per_s,
+                None => 0.0,
+            };
+            in_node + staged + across(bytes, 1.0)
         }
     }
 }
@@ -357,6 +387,7 @@ mod tests {
             ranks_per_node: 8,
             ports_per_node: None,
             levels: Levels::Ring,
+            host: None,
         };
         // 8 bytes on 8 GPUs of one node: LL wins, 3.6 + 14 * 0.47 µs of latency.
         let tiny = all_reduce_seconds(&t, 8, 8.0);

@@ -38,6 +38,7 @@ pub fn machine(gpu: &Gpu) -> Scenario {
             ranks_per_node: 8,
             ports_per_node: None,
             levels: Levels::Ring,
+            host: None,
         },
         schedule: Schedule::Buckets {
             bytes: DDP_BUCKET_BYTES,
@@ -81,6 +82,7 @@ pub fn ddp_cluster() -> Topology {
         ranks_per_node: 8,
         ports_per_node: Some(1),
         levels: Levels::Ring,
+        host: None,
     }
 }
 

@@ -147,6 +147,7 @@ fn two_level_schedules_against_the_ring() {
         ranks_per_node: 8,
         ports_per_node: ports,
         levels,
+        host: None,
     };
     let bytes = 100e6;
     for nodes in [2, 4, 8] {
@@ -169,15 +170,37 @@ fn two_level_schedules_against_the_ring() {
             ranks_per_node: 1,
             ports_per_node: Some(1),
             levels: Levels::Ring,
+            host: None,
         };
         let across = all_reduce_seconds(&one_per_node, nodes, bytes);
         let want = in_node + across + in_node * 8.0 / 14.0;
         assert!((buffer - want).abs() < 1e-12, "{buffer} vs {want}");
         let one_port = t(Levels::Ring, Some(1));
         assert!(one_port > 3.0 * ring);
+        // host-staged by hand: node-buffer's in-node all-reduce and ring over the nodes, and
+        // through PCIe 5.0 (49 GB/s) one after the other: each rank's eighth read, the first
+        // GPU's 3 buffers for NCCL, each rank's eighth of the sum uploaded. Not costed without
+        // a host link.
+        let pcie5 = Link::preset("pcie5").unwrap();
+        let staged = |host: Option<Link>| {
+            let t = Topology {
+                host,
+                ..topology(Levels::HostStaged, None)
+            };
+            all_reduce_seconds(&t, n, bytes)
+        };
+        let through_host = bytes * (3.0 + 2.0 / 8.0) / pcie5.bytes_per_s;
+        let want = in_node + through_host + across;
+        let got = staged(Some(pcie5.clone()));
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        assert!((staged(None) - (in_node + across)).abs() < 1e-12);
+        println!(
+            "{nodes} nodes: host-staged {got:.4} s, of which {through_host:.4} s through the host"
+        );
+        assert!(got > buffer, "{nodes} nodes: {got} vs {buffer}");
     }
     // One rank per node: nothing to sum in the node, and a finite time.
-    for levels in [Levels::NodeBuffer, Levels::NodeBlocks] {
+    for levels in [Levels::NodeBuffer, Levels::NodeBlocks, Levels::HostStaged] {
         let t = Topology {
             ranks_per_node: 1,
             ..topology(levels, None)

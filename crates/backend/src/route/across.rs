@@ -93,9 +93,12 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
         .map(|p| B::float_swap_dims(p, 0, dim))
         .collect();
     let mut shape = parts[0].shape();
-    shape[0] = parts.iter().map(|p| p.shape()[0]).sum::<usize>() * mesh.processes();
-    let node = world::on_host::<B, FloatKind>(&parts);
+    shape[0] = parts.iter().map(|p| p.shape()[0]).sum::<usize>();
+    let mut node = world::on_host::<B, FloatKind>(&parts);
     drop(parts);
+    // The process's shape, checked against every other process's in the exchange.
+    node.shape = shape.clone();
+    shape[0] *= mesh.processes();
     let dtype = node.dtype;
     let all = world::gather_bytes_across(&node, mesh);
     let lens = even_split(world_elements, mesh.len());
@@ -129,9 +132,9 @@ pub(super) fn reduce_scatter_in_world<B: Backend>(
     lens: &[usize],
     mesh: &Mesh<B::Device>,
 ) -> Vec<B::FloatTensorPrimitive> {
-    let ranks = mesh.len();
+    let (ranks, elements) = (mesh.len(), parts[0].shape().num_elements());
     let group = match route::<B, FloatKind>(mesh).1 {
-        Way::Group(group) if world::has_all_to_all(mesh) => group,
+        Way::Group(group) if elements >= ranks && world::has_all_to_all(mesh) => group,
         _ => {
             let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
             let chunks: Vec<usize> = lens.chunks(ranks).map(|own| own.iter().sum()).collect();
@@ -140,7 +143,6 @@ pub(super) fn reduce_scatter_in_world<B: Backend>(
             return to_ranks::<B>(mine, &lens, mesh);
         }
     };
-    let elements = parts[0].shape().num_elements();
     let flats = parts.into_iter().map(|p| flat::<B>(p, elements));
     let segments = group_call(
         "reduce-scatter",

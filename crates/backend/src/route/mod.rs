@@ -5,11 +5,12 @@
 //!   ([`Mesh::use_collectives`], e.g. a `firemesh_collective::Group` reducing in device memory
 //!   with our CubeCL kernels), or else a `firemesh_collective::PortableGroup`;
 //! - other kinds on several devices: through host memory;
-//! - a mesh that is one process's share of a world of processes: a sum inside the process
-//!   (reduce-scattered by the group where there is one), then across the processes on one
-//!   buffer per process (`world.rs`), then shared inside the process again (the group's
-//!   all-gather); a gather: its ranks' parts on rank 0, then across the processes, then
-//!   shared inside the process the same way.
+//! - a mesh that is one process's share of a world of processes (`across.rs`): a sum inside
+//!   the process (reduce-scattered by the group where there is one), then across the
+//!   processes on one buffer per process (`world.rs`), then shared inside the process again
+//!   (the group's all-gather); a gather: its ranks' parts across the processes on one buffer,
+//!   then shared inside the process the same way; a reduce-scatter: through the group, then
+//!   one all-to-all across the processes.
 
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;

@@ -6,19 +6,66 @@ use crate::common::assert_close;
 use crate::wgpu::devices;
 use burn::tensor::{Tensor, TensorData};
 use burn_wgpu::Wgpu;
-use firemesh_backend::{redistribute, Placement, Route, Sharded};
-use firemesh_collective::{ProcessLink, ThreadWorld};
-use std::sync::Arc;
+use firemesh_backend::{redistribute, MeshCollectives, Placement, Route, Sharded};
+use firemesh_collective::{CollectiveError, ProcessLink, ThreadWorld};
+use std::sync::{Arc, Mutex};
 
 type W = Sharded<Wgpu>;
+type Mesh = firemesh_backend::Mesh<burn_wgpu::WgpuDevice>;
+type Flat = Tensor<Wgpu, 1>;
 
-/// Runs `job(process, mesh)` on `processes` thread processes of `ranks` wgpu clients each,
-/// every mesh summing through a CubeCL group; their results in process order (`None` without
-/// a wgpu adapter).
+/// The CubeCL group of a process's clients, counting what the mesh asks of it in `tally`.
+struct Counted {
+    group: firemesh_collective::Group<cubecl::wgpu::WgpuRuntime>,
+    tally: Tally,
+}
+
+/// The group's collectives since they were last taken.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Calls {
+    sums: usize,
+    reduce_scatters: usize,
+    gathers: usize,
+}
+
+#[derive(Clone, Default)]
+struct Tally(Arc<Mutex<Calls>>);
+
+impl Tally {
+    fn take(&self) -> Calls {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+    fn count(&self, f: impl FnOnce(&mut Calls)) {
+        f(&mut self.0.lock().unwrap());
+    }
+}
+
+impl MeshCollectives<Wgpu> for Counted {
+    fn sum(&self, parts: Vec<Flat>) -> Result<Vec<Flat>, CollectiveError> {
+        self.tally.count(|c| c.sums += 1);
+        self.group.sum(parts)
+    }
+    fn gather(&self, parts: Vec<Flat>) -> Result<Vec<Flat>, CollectiveError> {
+        self.tally.count(|c| c.gathers += 1);
+        self.group.gather(parts)
+    }
+    fn reduce_scatter(
+        &self,
+        parts: Vec<Flat>,
+        lens: &[usize],
+    ) -> Result<Vec<Flat>, CollectiveError> {
+        self.tally.count(|c| c.reduce_scatters += 1);
+        self.group.reduce_scatter(parts, lens)
+    }
+}
+
+/// Runs `job(process, mesh, tally)` on `processes` thread processes of `ranks` wgpu clients
+/// each, every mesh summing through a CubeCL group whose calls `tally` counts; their results
+/// in process order (`None` without a wgpu adapter).
 fn on_world<T: Send>(
     processes: usize,
     ranks: usize,
-    job: impl Fn(usize, &firemesh_backend::Mesh<burn_wgpu::WgpuDevice>) -> T + Sync,
+    job: impl Fn(usize, &Mesh, &Tally) -> T + Sync,
 ) -> Option<Vec<T>> {
     let devices = devices(processes * ranks)?;
     let links = ThreadWorld::links(processes, std::time::Duration::from_secs(60));
@@ -31,16 +78,26 @@ fn on_world<T: Send>(
                     let p = link.process();
                     let link: Arc<dyn ProcessLink> = Arc::new(link);
                     let mesh = W::world_mesh(devices.clone(), link).unwrap();
-                    let group =
-                        firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices)
-                            .unwrap();
-                    mesh.use_collectives::<Wgpu>(group);
-                    job(p, &mesh)
+                    let tally = Tally::default();
+                    mesh.use_collectives::<Wgpu>(Counted {
+                        group: firemesh_collective::Group::new(devices).unwrap(),
+                        tally: tally.clone(),
+                    });
+                    job(p, &mesh, &tally)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     }))
+}
+
+/// The calls a step expects of the group.
+fn calls(sums: usize, reduce_scatters: usize, gathers: usize) -> Calls {
+    Calls {
+        sums,
+        reduce_scatters,
+        gathers,
+    }
 }
 
 /// A world of 2 processes (threads joined by a `ThreadWorld`) of 2 wgpu clients each, with
@@ -59,7 +116,7 @@ fn a_world_sums_inside_each_process_through_its_group_then_across() {
     let want: Vec<f32> = (0..len)
         .map(|i| (0..4).map(|r| addend(r)[i]).sum())
         .collect();
-    let got = on_world(2, 2, |p, mesh| {
+    let got = on_world(2, 2, |p, mesh, group| {
         let parts = (0..2)
             .map(|r| {
                 let values = addend(2 * p + r);
@@ -72,6 +129,7 @@ fn a_world_sums_inside_each_process_through_its_group_then_across() {
             let parts = firemesh_backend::shards(summed);
             parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
         });
+        assert_eq!(group.take(), calls(0, 1, 1), "the sum: in, across, back");
         // A gather: world rank w holds rows 250 w.. of 0..1000; every client of
         // every process ends with all of them.
         let rows = (0..2)
@@ -91,6 +149,11 @@ fn a_world_sums_inside_each_process_through_its_group_then_across() {
             gather_counts.route(Route::MeshGroup),
             1,
             "{gather_counts:?}"
+        );
+        assert_eq!(
+            group.take(),
+            calls(0, 0, 1),
+            "the gather: across, then back"
         );
         let all: Vec<f32> = (0..1000).map(|i| i as f32).collect();
         for data in gathered {
@@ -137,7 +200,7 @@ fn a_world_of_3_processes_sums_whole_and_by_blocks_on_each_client_in_process_ord
                 (node(0) + node(1)) + node(2)
             })
             .collect();
-        let got = on_world(3, 2, |p, mesh| {
+        let got = on_world(3, 2, |p, mesh, group| {
             let partial = || {
                 let parts = (0..2)
                     .map(|r| {
@@ -152,7 +215,14 @@ fn a_world_of_3_processes_sums_whole_and_by_blocks_on_each_client_in_process_ord
                 parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
             });
             assert_eq!(counts.route(Route::MeshGroup), 1, "{counts:?}");
-            (on_clients, partial().into_data())
+            assert_eq!(
+                group.take(),
+                calls(0, 1, 1),
+                "{len} elements, to every rank"
+            );
+            let read_back = partial().into_data();
+            assert_eq!(group.take(), calls(0, 1, 0), "{len} elements, read back");
+            (on_clients, read_back)
         });
         let Some(got) = got else { return };
         let want = TensorData::new(want, [len]);
@@ -165,24 +235,25 @@ fn a_world_of_3_processes_sums_whole_and_by_blocks_on_each_client_in_process_ord
     }
 }
 
-/// 3 processes of 2 wgpu clients each: a tensor sharded along dim 1 (world rank w holds
-/// columns 2w and 2w + 1 of a 3 × 12 matrix) gathers through the processes and the group to
-/// the whole matrix on every client of every process, and reads back (rank 0 only) the same.
+/// 3 processes of 2 wgpu clients each: a tensor sharded along dim 1 in uneven blocks (each
+/// process holds 7 columns of a 3 × 21 matrix, its rank 0 four and its rank 1 three) gathers
+/// through the processes and the group to the whole matrix on every client of every process,
+/// and reads back (rank 0 only, without the group) the same.
 #[test]
-fn a_world_of_3_processes_gathers_a_dim_1_shard_on_every_client() {
+fn a_world_of_3_processes_gathers_an_uneven_dim_1_shard_on_every_client() {
     let value = |row: usize, col: usize| (100 * row + col) as f32;
     let want: Vec<f32> = (0..3)
-        .flat_map(|row| (0..12).map(move |col| value(row, col)))
+        .flat_map(|row| (0..21).map(move |col| value(row, col)))
         .collect();
-    let got = on_world(3, 2, |p, mesh| {
+    let got = on_world(3, 2, |p, mesh, group| {
         let sharded = || {
             let parts = (0..2)
                 .map(|r| {
-                    let w = 2 * p + r;
+                    let (first, cols) = [(7 * p, 4), (7 * p + 4, 3)][r];
                     let block: Vec<f32> = (0..3)
-                        .flat_map(|row| [value(row, 2 * w), value(row, 2 * w + 1)])
+                        .flat_map(|row| (first..first + cols).map(move |col| value(row, col)))
                         .collect();
-                    let data = TensorData::new(block, [3, 2]);
+                    let data = TensorData::new(block, [3, cols]);
                     Tensor::<Wgpu, 2>::from_data(data, mesh.device(r))
                 })
                 .collect();
@@ -194,10 +265,17 @@ fn a_world_of_3_processes_gathers_a_dim_1_shard_on_every_client() {
             parts.into_iter().map(|t| t.into_data()).collect::<Vec<_>>()
         });
         assert_eq!(counts.route(Route::MeshGroup), 1, "{counts:?}");
-        (on_clients, sharded().into_data())
+        assert_eq!(
+            group.take(),
+            calls(0, 0, 1),
+            "across, then the group's gather"
+        );
+        let read_back = sharded().into_data();
+        assert_eq!(group.take(), calls(0, 0, 0), "read back on rank 0");
+        (on_clients, read_back)
     });
     let Some(got) = got else { return };
-    let want = TensorData::new(want, [3, 12]);
+    let want = TensorData::new(want, [3, 21]);
     for (p, (on_clients, read_back)) in got.into_iter().enumerate() {
         for (r, data) in on_clients.into_iter().enumerate() {
             assert_eq!(data, want, "process {p}, client {r}");
@@ -206,10 +284,11 @@ fn a_world_of_3_processes_gathers_a_dim_1_shard_on_every_client() {
     }
 }
 
-/// 3 processes of 2 wgpu clients each: ZeRO-1's bucket of two gradients (12 × 5 and 18 × 3,
-/// one addend per client) is reduce-scattered through each process's group and one all-to-all
-/// across the processes; every world rank receives its rows of the world's sum, with the bits
-/// of the whole sum (each process's sum of its 2 addends, added in process order).
+/// 3 processes of 2 wgpu clients each: ZeRO-1's bucket of three gradients (12 × 5, 18 × 3, and
+/// 21 × 2, whose 7 rows per process split 4 and 3; one addend per client) is reduce-scattered
+/// through each process's group and one all-to-all across the processes; every world rank
+/// receives its rows of the world's sum, with the bits of the whole sum (each process's sum of
+/// its 2 addends, added in process order).
 #[test]
 fn a_world_of_3_processes_reduce_scatters_a_bucket_through_its_groups() {
     use burn::tensor::TensorPrimitive;
@@ -221,8 +300,8 @@ fn a_world_of_3_processes_reduce_scatters_a_bucket_through_its_groups() {
             .collect();
         TensorData::new(values, [rows, cols])
     };
-    let shapes = [(12, 5), (18, 3)];
-    let got = on_world(3, 2, |p, mesh| {
+    let shapes = [(12, 5), (18, 3), (21, 2)];
+    let got = on_world(3, 2, |p, mesh, group| {
         let partial = |(rows, cols): (usize, usize)| -> F {
             let parts = (0..2)
                 .map(|r| {
@@ -241,8 +320,14 @@ fn a_world_of_3_processes_reduce_scatters_a_bucket_through_its_groups() {
         });
         assert_eq!(collectives, 1, "one bucket");
         assert_eq!(counts.route(Route::MeshGroup), 1, "{counts:?}");
+        assert_eq!(
+            group.take(),
+            calls(0, 1, 0),
+            "the group's reduce-scatter, then across"
+        );
         let sizes: Vec<_> = out.iter().map(|t| t.shard_sizes()).collect();
-        assert_eq!(sizes, [Some(vec![2; 6]), Some(vec![3; 6])]);
+        let uneven = Some(vec![4, 3, 4, 3, 4, 3]);
+        assert_eq!(sizes, [Some(vec![2; 6]), Some(vec![3; 6]), uneven]);
         let scattered: Vec<_> = out.into_iter().map(read).collect();
         let whole: Vec<_> = shapes.map(partial).into_iter().map(read).collect();
         (scattered, whole)

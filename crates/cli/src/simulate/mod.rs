@@ -48,8 +48,8 @@ pub struct SimulateOptions {
     /// --model and --throughput.
     #[arg(long)]
     pub profile: Option<PathBuf>,
-    /// Link between the ranks of a node: nvlink2, nvlink3, nvlink4, pcie4, pcie5, net100,
-    /// net200, net400 [default: the GPU's NVLink].
+    /// Link between the ranks of a node: nvlink2, nvlink3, nvlink4, pcie3, pcie4, pcie5,
+    /// net100, net200, net400 [default: the GPU's NVLink].
     #[arg(long)]
     pub link: Option<String>,
     /// Replace NCCL's latency model of the link by a plain α per ring step (µs).
@@ -63,10 +63,16 @@ pub struct SimulateOptions {
     pub network: String,
     /// How a sum crosses nodes: ring (NCCL's one ring through every rank, as PyTorch DDP),
     /// node-buffer (firemesh across processes: summed in the node, one buffer per node summed
-    /// across nodes through one port, shared in the node again) or node-blocks (the node's sum
-    /// in one block per rank, each across the nodes through its own port)
+    /// across nodes through one port, shared in the node again), node-blocks (the node's sum
+    /// in one block per rank, each across the nodes through its own port) or host-staged
+    /// (firemesh across processes as built: node-buffer's bytes, staged through the host and
+    /// the node's first GPU for NCCL)
     #[arg(long, default_value = "ring")]
     pub levels: Levels,
+    /// Link between each GPU and the host, for --levels host-staged: pcie3, pcie4, pcie5
+    /// [default: the GPU's PCIe generation].
+    #[arg(long)]
+    pub host_link: Option<String>,
 
     /// Ranks in one node.
     #[arg(long, default_value_t = 8)]
@@ -307,6 +313,17 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
         intra = Link::custom(&name, alpha_us, intra.bytes_per_s / 1e9).map_err(invalid)?;
     }
     let inter = Link::preset(&o.network).map_err(invalid)?;
+    let host_name = o.host_link.as_deref().unwrap_or(gpu.host);
+    let host = Link::preset(host_name).map_err(|_| {
+        let names: Vec<&str> = firemesh_simulate::LINK_PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect();
+        Error::Invalid(format!(
+            "--host-link {host_name:?}: not a link preset ({})",
+            names.join(", ")
+        ))
+    })?;
     if o.ranks_per_node == 0 {
         return Err(Error::Invalid("--ranks-per-node must be 1 or more".into()));
     }
@@ -338,6 +355,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
             ranks_per_node: o.ranks_per_node,
             ports_per_node: o.ports_per_node,
             levels: o.levels,
+            host: Some(host),
         },
         schedule: Schedule::Buckets {
             bytes: wire_bucket_bytes(o, bucket_bytes as u64),

@@ -28,14 +28,23 @@ pub fn markdown(sim: &Simulation) -> String {
         Some(k) => format!("{k} network ports per node"),
         None => "a network port per rank".to_string(),
     };
-    let levels = match s.topology.levels {
-        firemesh_simulate::Levels::Ring => "one NCCL ring through every rank",
-        firemesh_simulate::Levels::NodeBuffer => {
+    let levels = match (s.topology.levels, &s.topology.host) {
+        (firemesh_simulate::Levels::Ring, _) => "one NCCL ring through every rank".to_string(),
+        (firemesh_simulate::Levels::NodeBuffer, _) => {
             "summed in the node, one buffer per node across the nodes (one port), shared in the node"
+                .to_string()
         }
-        firemesh_simulate::Levels::NodeBlocks => {
+        (firemesh_simulate::Levels::NodeBlocks, _) => {
             "reduce-scattered in the node, each rank's block across the nodes, all-gathered in the node"
+                .to_string()
         }
+        (firemesh_simulate::Levels::HostStaged, host) => format!(
+            "reduce-scattered in the node, staged through the host ({}) and the node's first GPU, one buffer per node across the nodes, all-gathered in the node",
+            match host {
+                Some(h) => format!("{}, {:.1} GB/s per GPU", h.name, h.bytes_per_s / 1e9),
+                None => "not costed".to_string(),
+            }
+        ),
     };
     let _ = writeln!(
         md,

@@ -183,8 +183,13 @@ pub(super) fn check_world(
         DeviceMesh::Wgpu(_) => "wgpu",
         DeviceMesh::Cpu { .. } => "CPU",
     };
-    let ranks = mesh.ranks();
-    processes.check_same("the mesh", &format!("a {kind} mesh of {ranks} ranks"))?;
+    // Where a process's ranks share one device, its sums take another route (in place, not
+    // through the group), and the processes' exchanges would not match.
+    let (ranks, devices) = (mesh.ranks(), mesh.distinct_devices());
+    processes.check_same(
+        "the mesh",
+        &format!("a {kind} mesh of {ranks} ranks on {devices} device(s)"),
+    )?;
     processes.each(world_support(mesh, processes.nccl_bootstrap()))?;
     let world_ranks = count * mesh.ranks();
     if config.batch < world_ranks || !config.batch.is_multiple_of(count) {

@@ -138,6 +138,10 @@ fn bad_simulate_input_is_one_line() {
     let dir = scratch("simulate-bad");
     for (args, says) in [
         (&["simulate", "--link", "nvlink9"][..], "nvlink3"),
+        (
+            &["simulate", "--host-link", "pcie9"][..],
+            "--host-link \"pcie9\"",
+        ),
         (&["simulate", "--model", "gpt2-small"][..], "--throughput"),
         (&["simulate", "--ranks", "0,2"][..], "--ranks"),
         (&["simulate", "--throughput=-3"][..], "--throughput"),
@@ -219,7 +223,9 @@ fn bf16_gradient_sums_are_simulated_in_half_the_bytes() {
 
 /// `--levels`: across two nodes of 8 A100s (a 200 Gb/s port per GPU), one buffer per node
 /// crosses on one port and spends more time in gradient sums than NCCL's ring, which uses all
-/// eight; a block per rank uses them all again. The report names the schedule.
+/// eight; a block per rank uses them all again; staging the node's buffer through the host
+/// (firemesh as built, over the A100's PCIe 4.0 by default) costs more still. The report names
+/// the schedule and the host link.
 #[test]
 fn two_level_schedules_are_simulated_across_nodes() {
     let dir = scratch("simulate-levels");
@@ -242,22 +248,28 @@ fn two_level_schedules_are_simulated_across_nodes() {
     let (ring8, ring16, ring_md) = run("ring");
     let (buffer8, buffer16, buffer_md) = run("node-buffer");
     let (blocks8, blocks16, _) = run("node-blocks");
+    let (staged8, staged16, staged_md) = run("host-staged");
     assert!(
         ring_md.contains("sums across nodes: one NCCL ring"),
         "{ring_md}"
     );
     assert!(buffer_md.contains("one buffer per node"), "{buffer_md}");
+    assert!(
+        staged_md.contains("staged through the host (pcie4, 24.7 GB/s per GPU)"),
+        "{staged_md}"
+    );
     assert_eq!(
-        (ring8, ring8),
-        (buffer8, blocks8),
+        (ring8, ring8, ring8),
+        (buffer8, blocks8, staged8),
         "one node: the same ring"
     );
     assert!(buffer16 > 2.0 * ring16, "{buffer16} vs {ring16}");
     assert!(blocks16 < buffer16, "{blocks16} vs {buffer16}");
+    assert!(staged16 > buffer16, "{staged16} vs {buffer16}");
     let o = cli(&dir, &["simulate", "--levels", "star"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("ring, node-buffer or node-blocks"),
+        stderr(&o).contains("ring, node-buffer, node-blocks or host-staged"),
         "{}",
         stderr(&o)
     );
