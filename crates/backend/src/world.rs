@@ -270,13 +270,30 @@ pub(crate) fn gather_across<B: Backend, K: Kind<B>>(
     K::cat(exchange::<B, K>(chunk, mesh), dim)
 }
 
-/// Every process's `data` (one shape on every process), laid end to end in process order, on
-/// the host.
+/// The byte `ranges` of every process's `data` (one shape on every process) laid end to end in
+/// process order, each copied once from what the link received.
 pub(crate) fn gather_bytes_across(
     data: &TensorData,
+    ranges: &[std::ops::Range<usize>],
     mesh: &Mesh<impl burn_backend::DeviceOps>,
-) -> Vec<u8> {
-    exchange_data(data, mesh).concat()
+) -> Vec<Vec<u8>> {
+    let all = exchange_data(data, mesh);
+    let len = data.as_bytes().len();
+    ranges
+        .iter()
+        .map(|range| {
+            let mut out = Vec::with_capacity(range.len());
+            for (q, bytes) in all.iter().enumerate() {
+                let (from, to) = (q * len, (q + 1) * len);
+                if range.start < to && from < range.end {
+                    out.extend_from_slice(
+                        &bytes[range.start.max(from) - from..range.end.min(to) - from],
+                    );
+                }
+            }
+            out
+        })
+        .collect()
 }
 
 /// Every process's `p`, in process order, on rank 0's device (this process's as it is).
@@ -284,49 +301,66 @@ fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P
     let data = K::into_data(p.clone());
     let (dtype, shape) = (data.dtype, data.shape.clone());
     let home = mesh.device(0);
-    (exchange_data(&data, mesh).into_iter().enumerate())
+    (exchange_data(&data, mesh).iter().enumerate())
         .map(|(q, bytes)| match q == mesh.process() {
             true => p.clone(),
             false => K::from_data(
-                TensorData::from_bytes_vec(bytes, shape.clone(), dtype),
+                TensorData::from_bytes_vec(bytes.to_vec(), shape.clone(), dtype),
                 home,
             ),
         })
         .collect()
 }
 
+/// What every process sent of one exchange ([`exchange_data`]), in process order.
+struct Exchanged {
+    messages: Vec<Vec<u8>>,
+    /// The bytes of each message's header.
+    header: usize,
+}
+
+impl Exchanged {
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.messages.iter().map(|m| &m[self.header..])
+    }
+}
+
+impl std::ops::Index<usize> for Exchanged {
+    type Output = [u8];
+    fn index(&self, q: usize) -> &[u8] {
+        &self.messages[q][self.header..]
+    }
+}
+
 /// Every process's bytes of `data` (one shape on every process), in process order.
-fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -> Vec<Vec<u8>> {
+fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -> Exchanged {
     let link = link_here(mesh);
-    let mut message = Vec::with_capacity(8 * (data.shape.len() + 1) + data.as_bytes().len());
+    let header = 8 * (data.shape.len() + 1);
+    let mut message = Vec::with_capacity(header + data.as_bytes().len());
     message.extend((data.shape.len() as u64).to_le_bytes());
     for d in data.shape.iter() {
         message.extend((*d as u64).to_le_bytes());
     }
     message.extend_from_slice(data.as_bytes());
-    let all = link
+    let messages = link
         .all_gather(&message)
         .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
-    all.into_iter()
-        .enumerate()
-        .map(|(q, mut m)| {
-            let dims = number(&m[..8]) as usize;
-            let shape: Vec<usize> = (0..dims)
-                .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
-                .collect();
-            // Every process holds blocks of the same sizes: another shape is another exchange
-            // (the processes' exchanges out of step), never to be added or joined.
-            assert!(
-                shape == data.shape.as_slice(),
-                "firemesh: process {}: process {q} sent a tensor of shape {shape:?} where this \
-                 one has {:?}: the processes' exchanges are out of step",
-                mesh.process(),
-                data.shape
-            );
-            m.drain(..8 * (dims + 1));
-            m
-        })
-        .collect()
+    for (q, m) in messages.iter().enumerate() {
+        let dims = number(&m[..8]) as usize;
+        let shape: Vec<usize> = (0..dims)
+            .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
+            .collect();
+        // Every process holds blocks of the same sizes: another shape is another exchange
+        // (the processes' exchanges out of step), never to be added or joined.
+        assert!(
+            shape == data.shape.as_slice(),
+            "firemesh: process {}: process {q} sent a tensor of shape {shape:?} where this \
+             one has {:?}: the processes' exchanges are out of step",
+            mesh.process(),
+            data.shape
+        );
+    }
+    Exchanged { messages, header }
 }
 
 /// This process's block sizes of `len` rows split over the world's ranks: every process the

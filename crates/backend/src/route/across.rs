@@ -99,18 +99,19 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
     // The process's shape, checked against every other process's in the exchange.
     node.shape = shape.clone();
     shape[0] *= mesh.processes();
-    let dtype = node.dtype;
-    let all = world::gather_bytes_across(&node, mesh);
+    let (dtype, size) = (node.dtype, node.dtype.size());
     let lens = even_split(world_elements, mesh.len());
-    let starts = firemesh_collective::offsets(&lens);
-    let pieces = (lens.iter().zip(&starts).zip(mesh.devices()))
-        .map(|((&len, &start), device)| {
-            let at = start * dtype.size()..(start + len) * dtype.size();
-            let piece = TensorData::from_bytes_vec(all[at].to_vec(), [len], dtype);
+    let ranges: Vec<_> = (firemesh_collective::offsets(&lens).into_iter().zip(&lens))
+        .map(|(start, len)| start * size..(start + len) * size)
+        .collect();
+    let bytes = world::gather_bytes_across(&node, &ranges, mesh);
+    drop(node);
+    let pieces = (bytes.into_iter().zip(&lens).zip(mesh.devices()))
+        .map(|((bytes, &len), device)| {
+            let piece = TensorData::from_bytes_vec(bytes, [len], dtype);
             flat::<B>(<FloatKind as Kind<B>>::from_data(piece, device), len)
         })
         .collect();
-    drop(all);
     let wholes = group_call("all-gather", group.gather(pieces));
     let wholes = wholes
         .into_iter()

@@ -1,10 +1,11 @@
 //! Mixed precision through the `Trainer`: bf16 and f16 (with loss scaling) runs track the f32
 //! run; an overflow is skipped, the scale halves, and it grows again after clean steps.
 
-use crate::step::{images, labels, largest_difference, same_model, step_loss, Ad};
-use burn::module::{Module, ModuleVisitor, Param};
+use crate::step::{images, labels, largest_difference, step_loss, Ad, One};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::SgdConfig;
-use burn::tensor::Tensor;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::{Tensor, TensorData};
 use burn_flex::FlexDevice;
 use firemesh::backend::{shard, shard_int, Mesh};
 use firemesh::precision::LossScaling;
@@ -13,9 +14,64 @@ use firemesh_resnet::{ResNet, ResNetConfig};
 
 const STEPS: usize = 16;
 
-/// The tiny ResNet on `mesh`, its parameters drawn (a clone starts from the same values).
+/// The tiny ResNet on `mesh` with the same parameters on every run (a clone starts from the
+/// same values), so that the tolerances below hold for one model, not for whichever one a run
+/// draws (Burn's CPU generator is shared by the tests running beside this one). Each drawn
+/// parameter comes from its own initialiser's distribution, through SplitMix64: convolutions
+/// He-normal (std √(2 / fan-out)), the classifier's weight and bias uniform within
+/// ±1/√fan-in (Burn's `Linear` default); BatchNorm's constants are kept.
 fn model(mesh: &Mesh<FlexDevice>) -> ResNet<Ad> {
-    same_model(&ResNetConfig::tiny(10), mesh).1
+    struct Fixed {
+        rng: firemesh_rng::SplitMix64,
+        features: usize,
+    }
+    impl ModuleMapper<One> for Fixed {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: Param<Tensor<One, D>>,
+        ) -> Param<Tensor<One, D>> {
+            let (id, tensor, mapper) = param.consume();
+            let drawn = tensor.to_data().to_vec::<f32>().unwrap();
+            if drawn.iter().all(|x| *x == drawn[0]) {
+                return Param::from_mapped_value(id, tensor, mapper);
+            }
+            let dims = tensor.dims();
+            let rng = &mut self.rng;
+            let values: Vec<f32> = match D {
+                // [out, in, k, k]: He-normal, fan-out mode (Box-Muller).
+                4 => {
+                    let std = (2.0 / (dims[0] * dims[2] * dims[3]) as f64).sqrt();
+                    (0..drawn.len())
+                        .map(|_| {
+                            let (u, v) = (1.0 - rng.next_f64(), rng.next_f64());
+                            let normal = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+                            (std * normal) as f32
+                        })
+                        .collect()
+                }
+                // The classifier's weight [in, out] and bias [out]: fan-in = its input features.
+                _ => {
+                    let bound = 1.0 / (self.features as f64).sqrt();
+                    (0..drawn.len())
+                        .map(|_| ((2.0 * rng.next_f64() - 1.0) * bound) as f32)
+                        .collect()
+                }
+            };
+            let data = TensorData::new(values, dims);
+            let fixed = Tensor::<One, D>::from_data(data, &FlexDevice).require_grad();
+            Param::from_mapped_value(id, fixed, mapper)
+        }
+    }
+    let config = ResNetConfig::tiny(10);
+    let mut fixed = Fixed {
+        rng: firemesh_rng::SplitMix64::new(31),
+        features: config.feature_channels(),
+    };
+    let one = config.init::<One>(&FlexDevice).unwrap().map(&mut fixed);
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = recorder.record(one.into_record(), ()).unwrap();
+    let record = recorder.load(bytes, mesh).unwrap();
+    config.init::<Ad>(mesh).unwrap().load_record(record)
 }
 
 /// A trainer of `model`, SGD with momentum.
