@@ -68,6 +68,30 @@ fn number(bytes: &[u8]) -> u64 {
 /// and all on other links, whole in one exchange.
 const BLOCKS_FROM_BYTES: usize = 64 * 1024;
 
+/// `addend(0) + addend(1) + ...` over the world's processes, in process order: the one order
+/// of addition every sum across processes keeps, so that every process holds the same bits.
+fn in_process_order<B: Backend, K: Kind<B>>(
+    mesh: &Mesh<B::Device>,
+    addend: impl Fn(usize) -> K::P,
+) -> K::P {
+    (1..mesh.processes()).fold(addend(0), |sum, q| K::add(sum, addend(q)))
+}
+
+/// Every process's chunk `me` of its flat `bytes` (chunk `q` of `chunks[q]` elements of `size`
+/// bytes goes to process `q`), in process order, by the link's all-to-all.
+fn own_chunks(
+    bytes: &[u8],
+    chunks: &[usize],
+    size: usize,
+    mesh: &Mesh<impl burn_backend::DeviceOps>,
+    link: &Arc<dyn ProcessLink>,
+) -> Vec<Vec<u8>> {
+    let me = mesh.process();
+    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
+    link.all_to_all(bytes, &send_lens, &vec![send_lens[me]; mesh.processes()])
+        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"))
+}
+
 /// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
 /// device), added in process order. Without a world, `whole` itself.
 pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Device>) -> K::P {
@@ -81,9 +105,8 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
         let home = mesh.device(0);
         return K::from_data(sum_by_blocks::<B, K>(K::into_data(whole), mesh, link), home);
     }
-    let mut all = exchange::<B, K>(whole, mesh).into_iter();
-    let first = all.next().expect("a world has a process 0");
-    all.fold(first, K::add)
+    let all = exchange::<B, K>(whole, mesh);
+    in_process_order::<B, K>(mesh, |q| all[q].clone())
 }
 
 /// Whether a sum of `elements` taking `bytes` goes by blocks ([`sum_by_blocks`]) through `link`.
@@ -148,11 +171,10 @@ pub(crate) fn sum_blocks_across<B: Backend, K: Kind<B>>(
         .into_iter()
         .enumerate()
         .map(|(r, own)| {
-            let addend = |q: usize| match q == me {
+            in_process_order::<B, K>(mesh, |q| match q == me {
                 true => own.clone(),
                 false => piece(&all[q], r),
-            };
-            (1..n).fold(addend(0), |sum, q| K::add(sum, addend(q)))
+            })
         })
         .collect()
 }
@@ -198,26 +220,22 @@ pub(crate) fn scatter_blocks_across<B: Backend, K: Kind<B>>(
     lens: &[usize],
     mesh: &Mesh<B::Device>,
 ) -> Vec<K::P> {
-    let (n, me, ranks) = (mesh.processes(), mesh.process(), mesh.len());
+    let (me, ranks) = (mesh.process(), mesh.len());
     let node = on_host::<B, K>(&segments);
     drop(segments);
     let size = node.dtype.size();
     let chunks: Vec<usize> = lens.chunks(ranks).map(|own| own.iter().sum()).collect();
-    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
-    let got = link_here(mesh)
-        .all_to_all(node.as_bytes(), &send_lens, &vec![send_lens[me]; n])
-        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    let got = own_chunks(node.as_bytes(), &chunks, size, mesh, link_here(mesh));
     let own = &lens[me * ranks..(me + 1) * ranks];
     let starts = firemesh_collective::offsets(own);
     (0..ranks)
         .map(|r| {
             let at = starts[r] * size..(starts[r] + own[r]) * size;
-            let addend = |q: usize| {
+            in_process_order::<B, K>(mesh, |q| {
                 let bytes = got[q][at.clone()].to_vec();
                 let data = TensorData::from_bytes_vec(bytes, vec![own[r]], node.dtype);
                 K::from_data(data, mesh.device(r))
-            };
-            (1..n).fold(addend(0), |sum, q| K::add(sum, addend(q)))
+            })
         })
         .collect()
 }
@@ -243,18 +261,14 @@ fn sum_own_block<B: Backend, K: Kind<B>>(
     mesh: &Mesh<B::Device>,
     link: &Arc<dyn ProcessLink>,
 ) -> K::P {
-    let (n, me) = (mesh.processes(), mesh.process());
-    let (dtype, size) = (data.dtype, data.dtype.size());
-    let send_lens: Vec<usize> = blocks.iter().map(|b| b * size).collect();
-    let mine = link
-        .all_to_all(data.as_bytes(), &send_lens, &vec![blocks[me] * size; n])
-        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"));
+    let me = mesh.process();
+    let dtype = data.dtype;
+    let mine = own_chunks(data.as_bytes(), blocks, dtype.size(), mesh, link);
     let home = mesh.device(0);
-    let mut addends = mine
-        .into_iter()
-        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![blocks[me]], dtype), home));
-    let first = addends.next().expect("a world has a process 0");
-    addends.fold(first, K::add)
+    let addends: Vec<K::P> = (mine.into_iter())
+        .map(|b| K::from_data(TensorData::from_bytes_vec(b, vec![blocks[me]], dtype), home))
+        .collect();
+    in_process_order::<B, K>(mesh, |q| addends[q].clone())
 }
 
 /// Every process's `chunk` (its ranks' blocks along `dim`, concatenated), concatenated in
