@@ -2,13 +2,17 @@
 """The PyTorch peer of `firemesh bench` on one GPU, for scripts/gpu-check.sh.
 
     torch_peers.py time --out torch.json [--seconds 100]
-        Times training steps of torchvision's ResNet-50 (batch 256, 224x224, SGD with momentum)
-        in FP32, TF32 and AMP (bf16 autocast), and of a GPT-2 small (12 layers, 12 heads, width
-        768, 8 sequences of 1,024 tokens, AdamW) in FP32, TF32 and AMP, on synthetic data: the
-        sizes `firemesh bench` uses on a GPU. Writes one row per setup.
+        Times training steps of torchvision's ResNet-50 (batch 256, 224x224, 1,000 classes, SGD
+        with momentum) in FP32, TF32 and AMP (bf16 autocast), and of a GPT-2 small (12 layers,
+        12 heads, width 768, a vocabulary of 50,257, 8 sequences of 1,024 tokens, AdamW) in
+        FP32, TF32 and AMP, on synthetic data: the sizes `firemesh bench` trains (its models as
+        published) with `--batch-per-rank 256` and its GPU defaults. Writes one row per setup,
+        with its sizes.
     torch_peers.py compare --torch torch.json --bench BENCH.json [--bench ...] --out peers.md
-        Puts the rows of firemesh bench (Sharded<Cuda> with one rank, and plain Burn CUDA) beside
-        PyTorch's, with the ratios of their throughputs, all taken on one machine in one session.
+        Puts the rows of firemesh bench (Sharded<Cuda> with one rank, and plain Burn CUDA) of
+        the same sizes beside PyTorch's, with the ratios of their throughputs, all taken on one
+        machine in one session. Each row's like-for-like peer: TF32 for f32 (Burn's f32 products
+        run in TF32 on tensor cores), AMP for bf16.
 
 Only PyTorch and torchvision are needed; nothing is downloaded.
 """
@@ -46,14 +50,18 @@ def set_precision(mode):
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-def resnet50_step(mode, batch=256, size=224):
+RESNET50 = {"batch": 256, "image_size": 224, "classes": 1000}
+GPT2_SMALL = {"batch": 8, "seq_len": 1024, "vocab": 50257}
+
+
+def resnet50_step(mode, batch=RESNET50["batch"], size=RESNET50["image_size"]):
     import torch
     import torchvision
 
     model = torchvision.models.resnet50().cuda()
     optim = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     x = torch.randn(batch, 3, size, size, device="cuda")
-    y = torch.randint(0, 1000, (batch,), device="cuda")
+    y = torch.randint(0, RESNET50["classes"], (batch,), device="cuda")
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step():
@@ -66,7 +74,7 @@ def resnet50_step(mode, batch=256, size=224):
     return step, batch, "images/s"
 
 
-def gpt2_small_step(mode, batch=8, seq=1024):
+def gpt2_small_step(mode, batch=GPT2_SMALL["batch"], seq=GPT2_SMALL["seq_len"]):
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -91,7 +99,7 @@ def gpt2_small_step(mode, batch=8, seq=1024):
             return x + self.down(F.gelu(self.up(self.ln2(x))))
 
     class Gpt(nn.Module):
-        def __init__(self, vocab=50257, context=1024, width=768, layers=12, heads=12):
+        def __init__(self, vocab=GPT2_SMALL["vocab"], context=1024, width=768, layers=12, heads=12):
             super().__init__()
             self.tokens = nn.Embedding(vocab, width)
             self.positions = nn.Embedding(context, width)
@@ -107,7 +115,7 @@ def gpt2_small_step(mode, batch=8, seq=1024):
 
     model = Gpt().cuda()
     optim = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    ids = torch.randint(0, 50257, (batch, seq + 1), device="cuda")
+    ids = torch.randint(0, GPT2_SMALL["vocab"], (batch, seq + 1), device="cuda")
 
     def step():
         optim.zero_grad(set_to_none=True)
@@ -129,7 +137,8 @@ def time_all(args):
     deadline = time.monotonic() + args.seconds
     rows = []
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
-    for model, make in [("resnet50", resnet50_step), ("gpt2-small", gpt2_small_step)]:
+    models = [("resnet50", resnet50_step, RESNET50), ("gpt2-small", gpt2_small_step, GPT2_SMALL)]
+    for model, make, sizes in models:
         for mode in ["fp32", "tf32", "amp"]:
             if time.monotonic() > deadline:
                 print(f"{model} {mode}: skipped, out of time")
@@ -147,6 +156,7 @@ def time_all(args):
                 "throughput": samples / median if median == median else None,
                 "unit": unit,
                 "peak_bytes": torch.cuda.max_memory_allocated(),
+                **sizes,
             }
             print(f"{model} {mode}: {median * 1e3:.1f} ms/step, {row['throughput']:.1f} {unit}")
             rows.append(row)
@@ -162,6 +172,16 @@ def time_all(args):
     return 0
 
 
+def same_sizes(ours, peer):
+    """Whether a firemesh bench row trains what a PyTorch row trains: batch, image size and
+    classes, or sequence length and vocabulary."""
+    if ours["per_rank_batch"] != peer.get("batch"):
+        return False
+    if ours.get("image_size") is not None:
+        return ours["image_size"] == peer.get("image_size") and ours.get("classes") == peer.get("classes")
+    return ours.get("seq_len") == peer.get("seq_len") and ours.get("vocab") == peer.get("vocab")
+
+
 def compare(args):
     torch_rows = json.load(open(args.torch))
     ours = []
@@ -171,47 +191,59 @@ def compare(args):
         except (OSError, ValueError) as e:
             print(f"torch_peers: cannot read {path}: {e}", file=sys.stderr)
             continue
-        ours += [r for r in bench["rows"] if r["runtime"] == "cuda" and r["ranks"] == 1]
+        kernels = bench.get("kernels", "fixed")
+        ours += [
+            dict(r, kernels=kernels)
+            for r in bench["rows"]
+            if r["runtime"] == "cuda" and r["ranks"] == 1
+        ]
     lines = [
         "# One GPU: firemesh against PyTorch",
         "",
         f"PyTorch {torch_rows['torch']} (CUDA {torch_rows['cuda']}) on {torch_rows['gpu']}; "
-        "firemesh bench on the same GPU in the same session. Ratios are throughput ratios "
-        "(higher is faster for the first named).",
+        "firemesh bench on the same GPU in the same session, rows of the same sizes only. "
+        "Ratios are throughput ratios (higher is faster for the first named); the like-for-like "
+        "peer of an f32 row is TF32 (Burn's f32 products run in TF32 on tensor cores: CubeCL's "
+        "matmul takes f32 operands as TF32 where the device has it), of a bf16 row AMP.",
         "",
-        "| model | setup | per-rank batch | throughput | vs PyTorch FP32 | vs TF32 | vs AMP (bf16) |",
-        "|---|---|---|---|---|---|---|",
+        "| model | setup | CubeCL kernels | per-rank batch | throughput | like for like | vs it | vs PyTorch FP32 | vs TF32 | vs AMP (bf16) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    peer = {(r["model"], r["mode"]): r["throughput"] for r in torch_rows["rows"]}
+    peer_rows = {(r["model"], r["mode"]): r for r in torch_rows["rows"]}
+    left_out = []
     for model in ["resnet50", "gpt2-small"]:
         for mode in ["fp32", "tf32", "amp"]:
-            t = peer.get((model, mode))
-            if t:
-                unit = "images/s" if model == "resnet50" else "tokens/s"
-                lines.append(f"| {model} | PyTorch {mode.upper()} | | {t:.1f} {unit} | | | |")
+            t = peer_rows.get((model, mode))
+            if t and t["throughput"]:
+                lines.append(
+                    f"| {model} | PyTorch {mode.upper()} | | {t['batch']} | {t['throughput']:.1f} {t['unit']} | | | | | |"
+                )
         for r in ours:
             if r["model"] != model:
                 continue
             setup = {"firemesh": "Sharded<Cuda>, 1 rank", "inner": "Burn CUDA alone"}.get(
                 r["setup"], r["setup"]
             )
-            # Rows of firemesh bench before --precision existed are f32's.
-            setup += f" ({r.get('precision', 'f32')})"
+            precision = r.get("precision", "f32")
+            setup += f" ({precision})"
+            reference = next((t for (m, _), t in peer_rows.items() if m == model), None)
+            if reference is None or not same_sizes(r, reference):
+                left_out.append(f"{model} {setup}, batch {r['per_rank_batch']}")
+                continue
+            like = {"f32": "tf32", "bf16": "amp"}.get(precision)
             cells = []
-            for mode in ["fp32", "tf32", "amp"]:
-                t = peer.get((model, mode))
-                cells.append(f"{r['throughput'] / t:.2f}x" if t and r["throughput"] else "-")
+            for mode in [like, "fp32", "tf32", "amp"]:
+                t = peer_rows.get((model, mode)) if mode else None
+                ok = t and t["throughput"] and r["throughput"]
+                cells.append(f"{r['throughput'] / t['throughput']:.2f}x" if ok else "-")
             lines.append(
-                f"| {model} | {setup} | {r['per_rank_batch']} | {r['throughput']:.1f} {r['unit']} | "
+                f"| {model} | {setup} | {r['kernels']} | {r['per_rank_batch']} | {r['throughput']:.1f} {r['unit']} | "
+                + f"{like.upper() if like else '-'} | "
                 + " | ".join(cells)
                 + " |"
             )
-    lines += [
-        "",
-        "Like for like: an f32 row against PyTorch FP32 (TF32 lets PyTorch's f32 products run "
-        "on tensor cores, which Burn's f32 does not ask for), a bf16 row (firemesh's autocast: "
-        "products in bf16, the rest f32) against AMP, what users compare against.",
-    ]
+    if left_out:
+        lines += ["", "Not compared (other sizes than PyTorch's rows): " + "; ".join(left_out) + "."]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -40,9 +40,10 @@ struct MeshInner<D> {
     settle_before_comm: AtomicBool,
     /// The threads of ranks 1.., started when first used.
     lanes: OnceLock<Lanes>,
-    /// The collective group of each inner backend `B` (an `Arc<dyn MeshCollectives<B>>`, see
-    /// `route/`), by type.
-    collectives: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    /// What was registered for one inner backend `B`, keyed by the registered value's type:
+    /// its collective group (`Arc<dyn MeshCollectives<B>>`, see `route/`), its convolution
+    /// kernels for autocast (`Arc<dyn NarrowConvs<B>>`, see `autocast/convs.rs`).
+    per_backend: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
     streams: Mutex<(u64, u64)>,
     /// The early gradient buckets armed here (an `EarlyBuckets`' state), by the thread that
@@ -104,7 +105,7 @@ impl<D: 'static> MeshInner<D> {
             lane_poll: Mutex::new(DEFAULT_POLL),
             settle_before_comm: AtomicBool::new(false),
             lanes: OnceLock::new(),
-            collectives: Default::default(),
+            per_backend: Default::default(),
             streams: Mutex::new((seed, 0)),
             early_buckets: PerThread::new(),
             autocast: PerThread::new(),
@@ -280,9 +281,35 @@ impl<D: DeviceOps> Mesh<D> {
         &self.inner.devices[rank]
     }
 
-    /// The collective groups registered here, one per inner backend (see `route/`).
-    pub(crate) fn collective_groups(&self) -> &RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
-        &self.inner.collectives
+    /// Registers `value` here for its type (a value made for one inner backend: a collective
+    /// group, convolution kernels), replacing the one registered before.
+    pub(crate) fn register<T: Any + Send + Sync>(&self, value: T) {
+        let mut map = self
+            .inner
+            .per_backend
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        map.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    /// Takes back the value of type `T` registered here, if any.
+    pub(crate) fn unregister<T: Any>(&self) {
+        let mut map = self
+            .inner
+            .per_backend
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        map.remove(&TypeId::of::<T>());
+    }
+
+    /// The value of type `T` registered here, if any.
+    pub(crate) fn registered_value<T: Any + Clone>(&self) -> Option<T> {
+        let map = self
+            .inner
+            .per_backend
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        map.get(&TypeId::of::<T>())?.downcast_ref::<T>().cloned()
     }
 
     /// Whether every rank runs on the same inner device (then moving data between ranks is free).

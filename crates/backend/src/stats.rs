@@ -68,6 +68,10 @@ pub struct Counts {
     /// The bytes of those elements, in the dtype they were summed in (half of f32's for
     /// gradient buckets summed in bf16). Counted as `ops` is.
     pub summed_bytes: u64,
+    /// Products that ran in f32 while a lower precision was armed (`Mesh::autocast`), by op
+    /// name: convolutions on CubeCL devices that no kernel adding in f32 took (their direct
+    /// kernels add in the element type; `autocast/convs.rs`).
+    pub wide_products: BTreeMap<&'static str, u64>,
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
@@ -85,6 +89,10 @@ pub struct Counts {
 impl Counts {
     pub fn total_fallbacks(&self) -> u64 {
         self.fallbacks.values().sum()
+    }
+
+    pub fn total_wide_products(&self) -> u64 {
+        self.wide_products.values().sum()
     }
 
     pub fn total_redistributions(&self) -> u64 {
@@ -109,6 +117,9 @@ impl Counts {
         }
         for (k, v) in &other.routes {
             *self.routes.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.wide_products {
+            *self.wide_products.entry(k).or_default() += v;
         }
         self.ops += other.ops;
         self.on_rank_threads += other.on_rank_threads;
@@ -193,6 +204,11 @@ fn record(f: impl Fn(&mut Counts)) {
 pub(crate) fn fallback(op: &'static str) {
     tracing::debug!(target: "firemesh::fallback", op, "no placement rule; running replicated");
     record(|c| *c.fallbacks.entry(op).or_default() += 1);
+}
+
+pub(crate) fn wide_product(op: &'static str) {
+    tracing::debug!(target: "firemesh::autocast", op, "products added in f32: run in f32");
+    record(|c| *c.wide_products.entry(op).or_default() += 1);
 }
 
 pub(crate) fn redistribution(kind: Redistribution) {

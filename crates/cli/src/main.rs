@@ -296,6 +296,23 @@ fn train(
         100.0 * s.data_wait_fraction,
         s.fallbacks
     );
+    if !s.products_in_f32.is_empty() {
+        let total: u64 = s.products_in_f32.values().sum();
+        let ops: Vec<String> = s.products_in_f32.iter().map(|(o, k)| format!("{k} {o}")).collect();
+        println!(
+            "  {total} product(s) per step ran in f32, not {}: {} (this runtime's convolution \
+             kernels add in the element type, and no kernel adding in f32 took them)",
+            s.precision,
+            ops.join(", ")
+        );
+    }
+    if s.synchronous_copies > 0 {
+        println!(
+            "  {} copy(ies) between GPUs fell back to synchronous copies: the driver refused a \
+             stream memory operation (RUST_LOG=firemesh=warn names the pairs)",
+            s.synchronous_copies
+        );
+    }
     if !s.routes.is_empty() {
         let routes: Vec<String> = s.routes.iter().map(|(r, k)| format!("{k} {r}")).collect();
         println!(

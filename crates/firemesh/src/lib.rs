@@ -11,6 +11,16 @@ pub use firemesh_collective as collective;
 pub use precision::{LossScaler, LossScaling, Precision};
 pub use trainer::{StepReport, Trainer};
 
+/// How this build's CubeCL kernels (wgpu, CUDA) are chosen: "autotuned" with the `autotune`
+/// feature (what Burn's default features build: each matmul, convolution and reduction shape
+/// timed once per device among CubeCL's kernels, the choice kept in CubeCL's autotune cache),
+/// else "fixed" (CubeCL's defaults: direct convolutions, one matmul kernel per device).
+pub const KERNELS: &str = if cfg!(feature = "autotune") {
+    "autotuned"
+} else {
+    "fixed"
+};
+
 pub mod alloc;
 pub mod checkpoint;
 mod error;

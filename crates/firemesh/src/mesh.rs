@@ -5,7 +5,7 @@ use crate::{Error, Result};
 use burn::tensor::backend::{Backend, DeviceOps};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
-use firemesh_backend::{Mesh, MeshConfig, Sharded};
+use firemesh_backend::{ImplicitGemmConvs, Mesh, MeshConfig, Sharded};
 use firemesh_collective::{
     probe, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime, Group, PortableGroup,
     ProcessLink, TensorCollectives, Transfer, Unavailable,
@@ -23,10 +23,13 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// The CUDA mesh over `devices`, its sums and gathers on our collectives.
+    /// Autocast convolutions run on CubeCL's implicit-GEMM kernels ([`ImplicitGemmConvs`]).
     pub fn cuda_mesh(&self, devices: &[CudaDevice]) -> Result<Mesh<CudaDevice>> {
         let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
         let (config, group) = (&self.mesh, Some(collectives));
-        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, None)
+        let mesh = sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, None)?;
+        mesh.use_narrow_convs::<burn_cuda::Cuda>(ImplicitGemmConvs);
+        Ok(mesh)
     }
 
     /// [`Self::cuda_mesh`] as this process's share of the world `link` joins (NCCL's, in
@@ -38,7 +41,10 @@ impl RuntimeConfig {
     ) -> Result<Mesh<CudaDevice>> {
         let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
         let (config, group) = (&self.mesh, Some(collectives));
-        sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, Some(link))
+        let link = Some(link);
+        let mesh = sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, link)?;
+        mesh.use_narrow_convs::<burn_cuda::Cuda>(ImplicitGemmConvs);
+        Ok(mesh)
     }
 
     /// The wgpu mesh over `devices` (one client each), its sums and gathers on our collectives.

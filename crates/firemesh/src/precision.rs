@@ -129,6 +129,60 @@ impl LossScaling {
     }
 }
 
+/// How closely a low-precision run's losses follow the f32 run's, each relative to f32's:
+/// the first step's (the forward pass alone, on the same parameters), the largest of any
+/// step's, and the mean of the last four steps' against theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LossTracking {
+    pub first: f64,
+    pub largest: f64,
+    pub last_four: f64,
+}
+
+impl LossTracking {
+    /// The bounds firemesh holds bf16 and f16 runs to: 0.1% on the first step, 6% on any step,
+    /// 3% on the last four steps' mean. Rounding differences grow over steps of SGD with
+    /// momentum on small batches; these are the bounds of the precision test (the tiny ResNet,
+    /// 16 steps on batches of 16), which `firemesh compare --track-losses` applies to any run.
+    pub const BOUNDS: Self = Self {
+        first: 1e-3,
+        largest: 0.06,
+        last_four: 0.03,
+    };
+
+    /// How closely `low` (a run's losses, step by step) follows `f32` (the same run in f32);
+    /// `None` when either has fewer than 4 steps or they differ in length.
+    pub fn measure(f32: &[f64], low: &[f64]) -> Option<Self> {
+        if f32.len() != low.len() || f32.len() < 4 {
+            return None;
+        }
+        let off = |l: f64, r: f64| (l - r).abs() / r.abs();
+        let tail = |run: &[f64]| run[run.len() - 4..].iter().sum::<f64>() / 4.0;
+        Some(Self {
+            first: off(low[0], f32[0]),
+            largest: low.iter().zip(f32).map(|(l, r)| off(*l, *r)).fold(0.0, f64::max),
+            last_four: off(tail(low), tail(f32)),
+        })
+    }
+
+    /// Whether every figure is within `bounds` (a NaN is not).
+    pub fn within(&self, bounds: &Self) -> bool {
+        self.first <= bounds.first
+            && self.largest <= bounds.largest
+            && self.last_four <= bounds.last_four
+    }
+}
+
+impl std::fmt::Display for LossTracking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "first step {:.1e}, largest {:.1e}, last 4 steps' mean {:.1e}",
+            self.first, self.largest, self.last_four
+        )
+    }
+}
+
 /// Where a loss scaler stands: what a checkpoint keeps of it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ScalerState {

@@ -293,8 +293,9 @@ where
     }
 
     /// One step: `loss` (the forward pass and the loss of the model's batch), the backward
-    /// pass, the gradients summed over the ranks, the optimizer's update. The loss is read back,
-    /// so the step's work has been issued to every device when it returns. With a loss scaler,
+    /// pass, the gradients summed over the ranks, the optimizer's update. The loss is read back
+    /// after the update is issued, so the step's work has been issued to every device when it
+    /// returns. With a loss scaler,
     /// the backward pass starts from the scaled loss, the gradients are divided by the scale,
     /// and a step whose gradients are not all finite skips the update (it still counts as a
     /// step: its batch was used).
@@ -334,7 +335,6 @@ where
             });
             let finite =
                 scale.is_none_or(|scale| unscale_gradients(&model, &mut grads, 1.0 / scale));
-            let loss: f64 = loss.into_scalar().elem();
             Ok((finite, model, grads, loss, collectives))
         });
         let mut counts = counts;
@@ -362,6 +362,10 @@ where
         };
         self.model = Some(model);
         self.step += 1;
+        // Read once the update is issued, so that the devices are not drained before the
+        // optimizer's launches are queued.
+        let (loss, reading) = stats::count(|| loss.into_scalar().elem::<f64>());
+        counts.add(&reading);
         Ok(StepReport {
             step: self.step,
             lr,

@@ -39,17 +39,15 @@ impl ModelName {
         }
     }
 
-    /// The model as `firemesh bench` makes it: 10 classes, or a vocabulary of 256 bytes.
+    /// The model as `firemesh bench` makes it, as published: ImageNet's 1,000 classes, or
+    /// GPT-2's vocabulary of 50,257 tokens.
     fn model(self, image_size: usize) -> NetConfig {
         match self {
             Self::Resnet50 => {
-                let config = ResNetConfig::from_depth(50, 10).expect("50 is a ResNet depth");
+                let config = ResNetConfig::from_depth(50, 1000).expect("50 is a ResNet depth");
                 NetConfig::ResNet(config.with_stem(StemKind::for_image_size(image_size)))
             }
-            Self::Gpt2Small => NetConfig::Gpt(GptConfig {
-                vocab_size: 256,
-                ..GptConfig::gpt2_small()
-            }),
+            Self::Gpt2Small => NetConfig::Gpt(GptConfig::gpt2_small()),
         }
     }
 }

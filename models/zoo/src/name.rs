@@ -52,6 +52,17 @@ impl ModelName {
         }
     }
 
+    /// The classes of the dataset the model is published on: ImageNet's 1,000 for the standard
+    /// ResNets, CIFAR-10's 10 for the tiny one; `None` for a GPT (its vocabulary is its own,
+    /// [`ModelName::net`]).
+    pub fn published_classes(self) -> Option<usize> {
+        match (self, self.resnet_depth()) {
+            (_, Some(_)) => Some(1000),
+            (Self::ResnetTiny, _) => Some(10),
+            _ => None,
+        }
+    }
+
     /// The model for `classes` classes of `image_size`² images, or a vocabulary of `vocab`
     /// tokens (ResNets take the ImageNet stem from 128 px, the CIFAR stem below).
     pub fn config(

@@ -11,12 +11,17 @@
 /// `autocast $rule`: the same, for ops that multiply. Where the calling thread armed a lower
 /// precision on the mesh (`crate::autocast`), the f32 operands are cast to it first and the
 /// result presented as f32 (before `$then`, so a parameter gradient joins its bucket in f32).
+/// `convolution $rule`: as `autocast`, in f32 where the inner backend's convolutions add in the
+/// element type (`crate::autocast::convs`).
 /// `moves $rule`: a layout op of one float tensor, which a tensor held narrow goes through as
 /// it is held (`crate::autocast::moved`).
 macro_rules! by_rule {
-    ($inner:ident, autocast $rule:expr => $then:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+    ($inner:ident, autocast $rule:expr => $then:expr; $($body:tt)*) => {
+        by_rule! { $inner, autocast($crate::autocast::for_op) $rule => $then; $($body)* }
+    };
+    ($inner:ident, autocast($low:path) $rule:expr => $then:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
-            let low = $crate::autocast::wanted(&$lead);
+            let low = $low(stringify!($name), &$lead);
             let $lead = $crate::autocast::Operand::lowered($lead, low);
             $(let $t = $crate::autocast::Operand::lowered($t, low);)*
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
@@ -30,6 +35,12 @@ macro_rules! by_rule {
     )*};
     ($inner:ident, autocast $rule:expr; $($body:tt)*) => {
         by_rule! { $inner, autocast $rule => ::core::convert::identity; $($body)* }
+    };
+    ($inner:ident, convolution $rule:expr => $then:expr; $($body:tt)*) => {
+        by_rule! { $inner, autocast($crate::autocast::convs::precision) $rule => $then; $($body)* }
+    };
+    ($inner:ident, convolution $rule:expr; $($body:tt)*) => {
+        by_rule! { $inner, convolution $rule => ::core::convert::identity; $($body)* }
     };
     ($inner:ident, moves $rule:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($t: $T, $($($a: $A),+)?) -> $R {

@@ -1,11 +1,12 @@
 //! Module ops (conv, pool, embedding, linear, attention) of `Sharded<B>`.
 
+use crate::autocast::convs;
 use crate::exec::run;
 use crate::rules::{conv, embedding, linear, no_rule, pool};
 use crate::Sharded;
 use burn_backend::ops::*;
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_backend::Backend;
+use burn_backend::{Backend, TensorMetadata};
 
 impl<B: Backend> ModuleOps<Self> for Sharded<B> {
     fn max_pool1d_with_indices_backward(
@@ -70,30 +71,75 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         B::has_ctc_loss_backward()
     }
 
-    by_rule! { B, autocast conv::forward;
+    fn conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        options: ConvOptions<2>,
+    ) -> FloatTensor<Self> {
+        let kept = options.clone();
+        convs::conv2d(
+            "conv2d",
+            (x, weight, bias),
+            conv::forward,
+            move |k, (x, w, b)| k.conv2d(x, w, b, &kept),
+            move |(x, w, b)| B::conv2d(x, w, b, options.clone()),
+        )
+    }
+
+    fn conv2d_x_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        options: ConvOptions<2>,
+    ) -> FloatTensor<Self> {
+        let kept = options.clone();
+        convs::conv2d(
+            "conv2d_x_backward",
+            (x, weight, output_grad),
+            conv::x_backward,
+            move |k, (x, w, g)| k.conv2d_x_backward(x.shape(), w, g, &kept),
+            move |(x, w, g)| B::conv2d_x_backward(x, w, g, options.clone()),
+        )
+    }
+
+    fn conv2d_weight_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        output_grad: FloatTensor<Self>,
+        options: ConvOptions<2>,
+    ) -> FloatTensor<Self> {
+        let kept = options.clone();
+        crate::buckets::gradient_made(convs::conv2d(
+            "conv2d_weight_backward",
+            (x, weight, output_grad),
+            conv::parameter_backward,
+            move |k, (x, w, g)| k.conv2d_weight_backward(x, w.shape(), g, &kept),
+            move |(x, w, g)| B::conv2d_weight_backward(x, w, g, options.clone()),
+        ))
+    }
+
+    by_rule! { B, convolution conv::forward;
         fn conv1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<1>) -> FloatTensor<Self>;
-        fn conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<2>) -> FloatTensor<Self>;
         fn conv3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvOptions<3>) -> FloatTensor<Self>;
         fn conv_transpose1d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
         fn conv_transpose2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
         fn conv_transpose3d(x: FloatTensor<Self>, weight: FloatTensor<Self>, bias: Option<FloatTensor<Self>>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, autocast conv::x_backward;
+    by_rule! { B, convolution conv::x_backward;
         fn conv1d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<1>) -> FloatTensor<Self>;
-        fn conv2d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<2>) -> FloatTensor<Self>;
         fn conv3d_x_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, autocast conv::transposed_x_backward;
+    by_rule! { B, convolution conv::transposed_x_backward;
         fn conv_transpose1d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
         fn conv_transpose2d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<2>) -> FloatTensor<Self>;
         fn conv_transpose3d_x_backward(weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<3>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, autocast conv::parameter_backward => crate::buckets::gradient_made;
+    by_rule! { B, convolution conv::parameter_backward => crate::buckets::gradient_made;
         fn conv1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<1>) -> FloatTensor<Self>;
-        fn conv2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<2>) -> FloatTensor<Self>;
         fn conv3d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvOptions<3>) -> FloatTensor<Self>;
         fn conv_transpose1d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<1>) -> FloatTensor<Self>;
         fn conv_transpose2d_weight_backward(x: FloatTensor<Self>, weight: FloatTensor<Self>, output_grad: FloatTensor<Self>; options: ConvTransposeOptions<2>) -> FloatTensor<Self>;

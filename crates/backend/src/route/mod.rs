@@ -291,11 +291,7 @@ impl<D: burn_backend::DeviceOps> Mesh<D> {
         B: burn_backend::Backend<Device = D>,
     {
         let group: Arc<dyn MeshCollectives<B>> = Arc::new(group);
-        let mut map = self
-            .collective_groups()
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        map.insert(TypeId::of::<B>(), Box::new(group));
+        self.register(group);
     }
 
     /// The group registered with [`Mesh::use_collectives`] for backend `B`.
@@ -303,11 +299,6 @@ impl<D: burn_backend::DeviceOps> Mesh<D> {
     where
         B: burn_backend::Backend<Device = D>,
     {
-        let map = self
-            .collective_groups()
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        let entry = map.get(&TypeId::of::<B>())?;
-        entry.downcast_ref::<Arc<dyn MeshCollectives<B>>>().cloned()
+        self.registered_value::<Arc<dyn MeshCollectives<B>>>()
     }
 }

@@ -5,6 +5,7 @@ mod common;
 
 mod api;
 mod autocast;
+mod cube_autocast;
 mod early_buckets;
 mod empty_blocks;
 mod errors;
@@ -17,6 +18,7 @@ mod stress;
 mod table;
 mod training;
 mod wgpu;
+
 mod wgpu_world;
 mod world_sums;
 mod zero_buckets;

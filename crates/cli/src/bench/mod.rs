@@ -79,6 +79,11 @@ pub struct BenchOptions {
     /// Measure firemesh only, without the peers.
     #[arg(long)]
     pub no_peers: bool,
+    /// Time communication alone: every sum and gather across ranks first waits for the work
+    /// queued on every rank, so the comm share holds no compute. It costs any overlap of
+    /// communication with the backward pass: throughput is not what a training run gets.
+    #[arg(long)]
+    pub settle_before_comm: bool,
     /// Folder for bench.md, bench.json and bench.png.
     #[arg(long, default_value = "benches/results")]
     pub out: PathBuf,
@@ -133,21 +138,25 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
         .collect::<Result<_>>()?;
     std::fs::create_dir_all(&options.out)
         .map_err(|e| Error::io(format!("cannot create {}", options.out.display()), e))?;
-    // Communication timed on its own: each sum first waits for the work queued on every rank.
+    // As training runs, unless asked to time communication alone.
     let runtime = RuntimeConfig {
         mesh: MeshConfig {
-            settle_before_comm: true,
+            settle_before_comm: options.settle_before_comm,
             ..runtime.mesh
         },
         ..*runtime
     };
+    let devices = plans
+        .iter()
+        .map(|p| format!("{:?}: {}", p.runtime, p.device).to_lowercase())
+        .collect();
     let mut out = Collected {
         rows: Vec::new(),
         notes,
+        options,
+        devices,
     };
-    let mut devices = Vec::new();
     for (p, works) in plans.iter().zip(&works) {
-        devices.push(format!("{:?}: {}", p.runtime, p.device).to_lowercase());
         for work in works {
             match p.runtime {
                 Runtime::Cpu => measure::<burn_flex::Flex>(
@@ -177,7 +186,7 @@ pub fn run(options: &BenchOptions, runtime: &RuntimeConfig) -> Result<BenchRepor
             }
         }
     }
-    let report = BenchReport::new(options, devices, out.rows, out.notes);
+    let report = out.report(out.rows.clone());
     print!("{}", report.markdown());
     report.write(&options.out)?;
     println!(
@@ -300,10 +309,26 @@ fn plan(o: &BenchOptions) -> Result<(Vec<Plan>, Vec<String>)> {
     Ok((plans, notes))
 }
 
-/// What the measurements gave so far.
-struct Collected {
+/// What the measurements gave so far, and what the report says of the run.
+struct Collected<'a> {
     rows: Vec<Row>,
     notes: Vec<String>,
+    options: &'a BenchOptions,
+    devices: Vec<String>,
+}
+
+impl Collected<'_> {
+    fn report(&self, rows: Vec<Row>) -> BenchReport {
+        BenchReport::new(self.options, self.devices.clone(), rows, self.notes.clone())
+    }
+
+    /// Writes the report of the rows so far and `more`: a run cut short leaves what it
+    /// measured.
+    fn write_with(&self, more: Vec<Row>) -> Result<()> {
+        let mut rows = self.rows.clone();
+        rows.extend(more);
+        self.report(rows).write(&self.options.out)
+    }
 }
 
 /// `n` ranks over the usable CUDA GPUs, round-robin.
@@ -344,7 +369,7 @@ fn measure<B: Backend>(
     plan: &Plan,
     work: &Work,
     options: &BenchOptions,
-    out: &mut Collected,
+    out: &mut Collected<'_>,
     mesh: impl Fn(usize) -> Result<Mesh<B::Device>>,
     memory: fn(&[B::Device]) -> Option<u64>,
 ) -> Result<()> {
@@ -379,12 +404,11 @@ fn measure<B: Backend>(
     // left out, with a note.
     let mut runs: Vec<(Variant, usize, Vec<Measured>)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
-    let mut add = |variant: Variant, n: usize, m: Measured| match runs
-        .iter_mut()
-        .find(|(v, k, _)| *v == variant && *k == n)
-    {
-        Some((.., repeats)) => repeats.push(m),
-        None => runs.push((variant, n, vec![m])),
+    let add = |runs: &mut Vec<(Variant, usize, Vec<Measured>)>, variant, n, m| {
+        match runs.iter_mut().find(|(v, k, _)| *v == variant && *k == n) {
+            Some((.., repeats)) => repeats.push(m),
+            None => runs.push((variant, n, vec![m])),
+        }
     };
     let peer = |setup| Variant {
         setup,
@@ -413,7 +437,8 @@ fn measure<B: Backend>(
                     &|| memory(&devices),
                     &label(&variant.label(), n),
                 )?;
-                add(variant, n, m);
+                add(&mut runs, variant, n, m);
+                out.write_with(rows_of(plan, work, &runs, &failed))?;
             }
             if options.no_peers {
                 continue;
@@ -421,11 +446,15 @@ fn measure<B: Backend>(
             if n == plan.ranks[0] {
                 let one = &devices[..1];
                 let m = step::inner::<B>(&devices[0], work, &|| memory(one), &label("inner", 1))?;
-                add(peer(Setup::Inner), 1, m);
+                add(&mut runs, peer(Setup::Inner), 1, m);
+                out.write_with(rows_of(plan, work, &runs, &failed))?;
             }
             if n > 1 && !failed.contains(&n) {
                 match multi::step_seconds::<B>(&devices, work, &label("multi-device", n)) {
-                    Ok(m) => add(peer(Setup::MultiDevice), n, m),
+                    Ok(m) => {
+                        add(&mut runs, peer(Setup::MultiDevice), n, m);
+                        out.write_with(rows_of(plan, work, &runs, &failed))?;
+                    }
                     Err(e) => {
                         failed.push(n);
                         out.notes.push(format!("{}: {e}", label("multi-device", n)));
@@ -434,14 +463,23 @@ fn measure<B: Backend>(
             }
         }
     }
-    for (variant, n, repeats) in runs {
-        // A peer that failed in a later repeat has fewer repeats than the others: left out.
-        if variant.setup == Setup::MultiDevice && failed.contains(&n) {
-            continue;
-        }
-        out.rows
-            .push(Row::new(plan.runtime, work, variant, n, &repeats));
-    }
-    report::fill_ratios(&mut out.rows, plan.runtime, work.model);
+    out.rows.extend(rows_of(plan, work, &runs, &failed));
     Ok(())
+}
+
+/// The rows of `work`'s setups measured so far on `plan`'s runtime, with their ratios.
+fn rows_of(
+    plan: &Plan,
+    work: &Work,
+    runs: &[(Variant, usize, Vec<Measured>)],
+    failed: &[usize],
+) -> Vec<Row> {
+    let mut rows: Vec<Row> = runs
+        .iter()
+        // A peer that failed in a later repeat has fewer repeats than the others: left out.
+        .filter(|(v, n, _)| !(v.setup == Setup::MultiDevice && failed.contains(n)))
+        .map(|(variant, n, repeats)| Row::new(plan.runtime, work, *variant, *n, repeats))
+        .collect();
+    report::fill_ratios(&mut rows, plan.runtime, work.model);
+    rows
 }

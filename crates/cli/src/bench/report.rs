@@ -7,6 +7,7 @@ use crate::train::charts::{line_chart, Series};
 use crate::train::ModelName;
 use crate::{Error, Result};
 use firemesh::Precision;
+use firemesh_zoo::NetConfig;
 use plotters::style::{RGBColor, BLACK, BLUE, GREEN, MAGENTA, RED};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -76,7 +77,13 @@ pub struct Row {
     pub per_rank_batch: usize,
     pub image_size: Option<usize>,
     pub seq_len: Option<usize>,
+    /// The classifier's classes (a ResNet) or the vocabulary (a GPT): the model as published.
+    pub classes: Option<usize>,
+    pub vocab: Option<usize>,
     pub unit: &'static str,
+    /// The first repeat's first warm-up step, in seconds: kernel compilation and autotuning,
+    /// apart from the timed steps.
+    pub first_step_s: Option<f64>,
     /// Median step time over every repeat (absolute, this machine), in seconds; and every
     /// timed step, repeat after repeat.
     pub step_s: f64,
@@ -119,6 +126,9 @@ pub struct Row {
     pub parameter_collectives: Option<usize>,
     pub other_collectives: Option<u64>,
     pub fallbacks: Option<u64>,
+    /// Products per step that ran in f32 under a lower precision (convolutions no kernel adding
+    /// in f32 took).
+    pub products_in_f32: Option<u64>,
     /// The most device memory a rank held at the end of the forward pass (CubeCL runtimes).
     pub peak_bytes_per_rank: Option<u64>,
     /// The most optimizer-state bytes a rank holds (AdamW's moments; `None` for SGD).
@@ -202,7 +212,16 @@ impl Row {
             per_rank_batch: work.per_rank,
             image_size: (!work.model.is_gpt()).then_some(work.image_size),
             seq_len: work.model.is_gpt().then_some(work.seq_len),
+            classes: match &work.net {
+                NetConfig::ResNet(c) => Some(c.num_classes),
+                NetConfig::Gpt(_) => None,
+            },
+            vocab: match &work.net {
+                NetConfig::Gpt(c) => Some(c.vocab_size),
+                NetConfig::ResNet(_) => None,
+            },
             unit: work.unit(),
+            first_step_s: first.first_step_s,
             step_s,
             steps_s,
             throughput: samples / step_s,
@@ -230,6 +249,7 @@ impl Row {
             parameter_collectives: measured_comm.then_some(last.parameter_collectives),
             other_collectives: measured_comm.then_some(last.other_collectives),
             fallbacks: measured_comm.then_some(last.fallbacks),
+            products_in_f32: measured_comm.then_some(last.products_in_f32),
             peak_bytes_per_rank: first.peak_bytes_per_rank,
             optimizer_state_bytes_per_rank: last.optimizer_state_bytes_per_rank,
             loss_first: measured_comm.then_some(first.losses.0),
@@ -381,6 +401,12 @@ pub struct BenchReport {
     pub cubecl: &'static str,
     /// `dev` or `release`.
     pub build: &'static str,
+    /// How CubeCL's kernels were chosen: autotuned (built with the `autotune` feature, as
+    /// Burn's default features build them) or fixed.
+    pub kernels: &'static str,
+    /// Whether every sum and gather first waited for the queued work (`--settle-before-comm`):
+    /// communication timed alone, without overlap.
+    pub settled: bool,
     pub devices: Vec<String>,
     pub steps: usize,
     pub warmup: usize,
@@ -416,6 +442,8 @@ impl BenchReport {
             } else {
                 "release"
             },
+            kernels: firemesh::KERNELS,
+            settled: o.settle_before_comm,
             devices,
             steps: o.steps,
             warmup: o.warmup,
@@ -432,7 +460,7 @@ impl BenchReport {
         let _ = writeln!(
             md,
             "# Training throughput: `firemesh bench`\n\n\
-             {}, {}; firemesh {} at commit {}, Burn {}, CubeCL {}, {} build.\n\
+             {}, {}; firemesh {} at commit {}, Burn {}, CubeCL {}, {} build, CubeCL kernels {}.\n\
              Devices: {}.\n\n\
              Synthetic data; weak scaling (each rank trains the same per-rank batch at every N); \
              {} repeat(s) of every setup, setups taking turns, each of {} timed steps after {} \
@@ -448,6 +476,7 @@ impl BenchReport {
             self.burn,
             self.cubecl,
             self.build,
+            self.kernels,
             self.devices.join("; "),
             self.repeats,
             self.steps,
@@ -488,13 +517,19 @@ impl BenchReport {
             let _ = writeln!(
                 md,
                 "## {model} on {:?} ({} per rank, {})\n\n\
-                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | vs f32 | vs ZeRO-0 | comm share (hidden) | collectives/step: buckets [early] (one per tensor) [+ parameter gathers] + other | fallbacks | peak MiB/rank | optimizer state MiB/rank |\n\
-                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                 | setup | N | step (ms) | {} | scaling eff. | vs N × inner | vs MultiDevice | vs f32 | vs ZeRO-0 | comm share (hidden) | collectives/step: buckets [early] (one per tensor) [+ parameter gathers] + other | fallbacks | products in f32 | first step (s) | peak MiB/rank | optimizer state MiB/rank |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
                 runtime,
                 rows[0].per_rank_batch,
                 match (rows[0].image_size, rows[0].seq_len) {
-                    (Some(s), _) => format!("{s}×{s} images"),
-                    (_, Some(l)) => format!("sequences of {l} tokens"),
+                    (Some(s), _) => format!(
+                        "{s}×{s} images, {} classes",
+                        rows[0].classes.unwrap_or_default()
+                    ),
+                    (_, Some(l)) => format!(
+                        "sequences of {l} tokens, a vocabulary of {}",
+                        rows[0].vocab.unwrap_or_default()
+                    ),
                     _ => String::new(),
                 },
                 rows[0].unit
@@ -515,7 +550,7 @@ impl BenchReport {
                 };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {collectives} | {} | {} | {} |",
+                    "| {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {collectives} | {} | {} | {} | {} | {} |",
                     r.name(),
                     r.ranks,
                     r.step_s * 1e3,
@@ -530,15 +565,33 @@ impl BenchReport {
                         None => pct(r.comm_share),
                     },
                     opt(r.fallbacks),
+                    opt(r.products_in_f32),
+                    r.first_step_s.map_or("–".into(), |s| format!("{s:.1}")),
                     mib(r.peak_bytes_per_rank, 1),
                     mib(r.optimizer_state_bytes_per_rank, 3),
                 );
             }
             md.push('\n');
         }
+        md.push_str(if self.settled {
+            "Settled (`--settle-before-comm`): every sum and gather first waited for the work \
+             queued on every rank, so communication overlaps nothing here: throughputs are below \
+             a training run's. "
+        } else {
+            "As training runs: sums and gathers overlap the work queued before them, and the \
+             comm share counts the time the step thread spent in them, waits for queued \
+             compute included (`--settle-before-comm` times communication alone). "
+        });
         md.push_str(
-            "Comm share: time inside sums and gathers across ranks (each first waits for the \
-             work still queued on every rank, so compute is not counted) over the step time; \
+            "On CUDA, f32 matrix products run on tensor cores in TF32 (CubeCL's matmul takes \
+             f32 operands as TF32 where the device has it): their PyTorch peer is TF32, not \
+             FP32. Products in f32: products per step that ran in f32 under a lower precision \
+             (convolutions that no kernel adding in f32 took; CubeCL's direct convolutions add in \
+             the element type). First step: the first warm-up step, kernel compilation and \
+             autotuning included, apart from the timed steps.\n\n",
+        );
+        md.push_str(
+            "Comm share: time inside sums and gathers across ranks over the step time; \
              in brackets, the share of all communication hidden behind other work: gradient \
              buckets summed during the backward pass (early buckets) on the communication \
              thread, while the step did not wait for them (on CubeCL runtimes the step thread \
@@ -572,13 +625,23 @@ impl BenchReport {
         md
     }
 
-    /// Writes bench.json, bench.md and bench.png into `dir`.
+    /// Writes bench.json, bench.md and bench.png into `dir`, each whole or not at all (written
+    /// aside, then renamed): the report is rewritten after every setup, and a run stopped
+    /// while it writes leaves the last whole one.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let io = |name: &str, e| Error::io(format!("cannot write {}", dir.join(name).display()), e);
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::json("bench.json", e))?;
-        std::fs::write(dir.join("bench.json"), json + "\n").map_err(|e| io("bench.json", e))?;
-        std::fs::write(dir.join("bench.md"), self.markdown()).map_err(|e| io("bench.md", e))?;
-        self.chart(&dir.join("bench.png"))
+        let put = |name: &str, text: String| {
+            let aside = dir.join(format!(".{name}.partial"));
+            std::fs::write(&aside, text).map_err(|e| io(name, e))?;
+            std::fs::rename(&aside, dir.join(name)).map_err(|e| io(name, e))
+        };
+        put("bench.md", self.markdown())?;
+        let chart = dir.join(".bench.partial.png");
+        self.chart(&chart)?;
+        std::fs::rename(&chart, dir.join("bench.png")).map_err(|e| io("bench.png", e))?;
+        // Last: its presence says the other two are whole.
+        put("bench.json", json + "\n")
     }
 
     /// Scaling efficiency of firemesh against N, one line per runtime and model.

@@ -14,10 +14,6 @@ use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
 use firemesh_zoo::{Batch, Net, NetConfig};
 use std::time::Instant;
 
-/// Classes of the synthetic images.
-pub const CLASSES: usize = 10;
-/// Vocabulary of the synthetic token sequences (bytes).
-pub const VOCAB: usize = 256;
 
 /// Tokens per sequence unless asked: 1,024 on a GPU, 128 on a CPU (at most the context).
 fn default_seq_len(gpu: bool) -> usize {
@@ -52,7 +48,10 @@ impl Work {
                 (true, false) => 4,
                 (true, true) => 8,
             });
-        let net = model.config(CLASSES, sizes.image_size, VOCAB)?;
+        // The model as published, so that peers elsewhere (PyTorch's) train the same sizes:
+        // ImageNet's 1,000 classes for ResNet-50, GPT-2's 50,257 tokens for GPT-2 small.
+        let classes = model.published_classes().unwrap_or_default(); // a GPT takes none
+        let net = model.net(classes, sizes.image_size)?;
         let seq_len = match (&net, sizes.seq_len) {
             (NetConfig::Gpt(c), Some(s)) if s > c.context_length => {
                 return Err(Error::Invalid(format!(
@@ -133,6 +132,12 @@ pub struct Measured {
     pub other_collectives: u64,
     /// Ops with no placement rule, per step.
     pub fallbacks: u64,
+    /// Products that ran in f32 under a lower precision, per step (convolutions no kernel
+    /// adding in f32 took, `firemesh_backend::NarrowConvs`).
+    pub products_in_f32: u64,
+    /// Wall time of the first warm-up step, in seconds: kernel compilation and autotuning
+    /// (`None` without warm-up steps).
+    pub first_step_s: Option<f64>,
     /// The most memory any rank's device held at the end of a forward pass, where the
     /// runtime reports it.
     pub peak_bytes_per_rank: Option<u64>,
@@ -262,6 +267,10 @@ fn timed_steps<A: AutodiffBackend>(
         m.parameter_collectives = report.parameter_collectives;
         m.other_collectives = report.other_collectives();
         m.fallbacks = counts.total_fallbacks();
+        m.products_in_f32 = counts.total_wide_products();
+        if i == 0 && work.warmup > 0 {
+            m.first_step_s = Some(secs);
+        }
         if i >= work.warmup {
             m.step_s.push(secs);
             m.comm_s.push(counts.comm_nanos as f64 * 1e-9);

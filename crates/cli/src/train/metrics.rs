@@ -182,11 +182,21 @@ pub struct Summary {
     pub last_eval: Option<Record>,
     /// Ops that ran replicated for lack of a placement rule.
     pub fallbacks: u64,
+    /// Products that ran in f32 under a lower `precision`, by op, in the last step:
+    /// convolutions on CubeCL devices that no kernel adding in f32 took (their direct kernels
+    /// add in the element type; `firemesh_backend::NarrowConvs`).
+    #[serde(default)]
+    pub products_in_f32: BTreeMap<String, u64>,
     /// Buffers made on another CubeCL stream that were handed to the device stream in this
     /// process during the run (`firemesh_collective::stream`): 0 unless something else in the
     /// process brought tensors of its own.
     #[serde(default)]
     pub stream_handoffs: u64,
+    /// Copies between CUDA GPUs that the stream-ordered transport made synchronously during
+    /// the run, because the driver refused a stream memory operation for their pair
+    /// (`firemesh_collective::transport::synchronous_fallbacks`; a warning names the pair).
+    #[serde(default)]
+    pub synchronous_copies: u64,
     /// Sums and gathers of parts across ranks, by route.
     pub routes: BTreeMap<String, u64>,
     /// Gradient bucket size, and the collectives that summed a step's gradients (the last

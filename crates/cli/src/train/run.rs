@@ -175,7 +175,9 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         false => Progress::silent(),
     };
     let mut fallbacks = 0;
+    let mut products_in_f32 = BTreeMap::new();
     let handoffs_before = firemesh_collective::stream::handoffs();
+    let fallbacks_before = firemesh_collective::transport::synchronous_fallbacks();
     let mut routes = BTreeMap::new();
     let (mut gradient_collectives, mut early_gradient_collectives) = (0, 0);
     let mut comm_bytes = 0;
@@ -212,6 +214,11 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
             });
         }
         fallbacks += counts.total_fallbacks();
+        products_in_f32 = counts
+            .wide_products
+            .iter()
+            .map(|(op, k)| (op.to_string(), *k))
+            .collect();
         for (route, k) in counts.routes {
             *routes.entry(route_name(route).to_string()).or_default() += k;
         }
@@ -365,7 +372,10 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         data_wait_fraction: input.waited.as_secs_f64() / seconds.max(1e-9),
         last_eval,
         fallbacks,
+        products_in_f32,
         stream_handoffs: firemesh_collective::stream::handoffs() - handoffs_before,
+        synchronous_copies: firemesh_collective::transport::synchronous_fallbacks()
+            - fallbacks_before,
         routes,
         bucket_bytes: c.bucket_bytes,
         gradient_collectives,

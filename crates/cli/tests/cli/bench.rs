@@ -379,3 +379,40 @@ fn u(row: &Value, key: &str) -> usize {
         .as_u64()
         .unwrap_or_else(|| panic!("{key} in {row}")) as usize
 }
+
+/// A bench stopped part way (a lent machine's call running out of time) leaves the setups it
+/// finished: the report is written after each. Killed once the f32 setup's report is there,
+/// while the bf16 setup runs its 1,000 steps.
+#[test]
+fn a_bench_cut_short_leaves_the_setups_it_finished() {
+    let dir = scratch("bench-cut");
+    let args = "bench --runtimes cpu --models resnet-tiny --ranks 1 --batch-per-rank 2 \
+                --image-size 8 --steps 1000 --warmup 0 --repeats 1 --precision f32,bf16 \
+                --no-peers --out out";
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_firemesh"))
+        .current_dir(&dir)
+        .args(args.split_whitespace())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let json = dir.join("out/bench.json");
+    let start = std::time::Instant::now();
+    while !json.exists() {
+        assert!(
+            start.elapsed().as_secs() < 300,
+            "no report after the first setup"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "killed before its second setup ended");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ours = rows(&json, "resnet-tiny", "firemesh");
+    assert_eq!(ours.len(), 1, "{json}");
+    assert_eq!(ours[0]["precision"], "f32");
+    let md = std::fs::read_to_string(dir.join("out/bench.md")).unwrap();
+    assert!(md.contains("| firemesh Sharded | 1 |"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

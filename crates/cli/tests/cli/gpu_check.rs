@@ -37,11 +37,11 @@ fn binaries(dir: &Path) -> Option<PathBuf> {
     }
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
+    // The CLI stands in for both of the bundle's (with and without CubeCL's autotune).
+    let cli = Some(PathBuf::from(env!("CARGO_BIN_EXE_firemesh")));
     let found = [
-        (
-            "firemesh",
-            Some(PathBuf::from(env!("CARGO_BIN_EXE_firemesh"))),
-        ),
+        ("firemesh", cli.clone()),
+        ("firemesh-fixed", cli),
         ("collectives", sibling_test_binary("collective")),
         ("backend", sibling_test_binary("backend")),
     ];
@@ -90,36 +90,45 @@ fn steps(summary: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The steps of each phase, in order: the same on CUDA and in the rehearsal.
+const CORRECT: &[&str] = &[
+    "collectives, synchronous copies",
+    "collectives, stream-ordered copies",
+    "collectives, one GPU as two",
+    "stream-ordered, one hardware queue",
+    "memcheck of the collectives",
+    "streams: Burn ops and collectives from many threads",
+    "autocast convolutions add in f32",
+    "train on 1 rank",
+    "train on 2 ranks, in turn",
+    "train on 2 ranks, rank threads",
+    "train on 1 rank in f16",
+    "1 vs 2 ranks, in turn vs rank threads",
+    "f16 against f32: losses within the precision bounds",
+    "NCCL link: join, gather, a side channel",
+    "NCCL: a join whose peer never comes fails (its own process, last)",
+];
+const SPEED: &[&str] = &[
+    "all-reduce: ours, NCCL, the copy bound",
+    "bench: ResNet-50 at batch 256, one rank, autotuned",
+    "bench: the same, fixed kernels",
+    "bench: ResNet-50 and GPT-2 small on 1 and 2 ranks",
+    "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP",
+    "firemesh against PyTorch",
+    "burn-train DDP (the peer)",
+];
+
+/// Both phases, rehearsed: every step in order, passed or without a wgpu counterpart, within
+/// the GPU run's budgets (270 s and 360 s, the limits of the steps adding up to at most that);
+/// each phase's tables and archive under `$OUT`, at most 8 files in all; the bf16 (here f16)
+/// run compared with f32 within the precision bounds.
 #[test]
 fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
     let dir = std::env::temp_dir().join(format!("firemesh-gpu-check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let Some(bin) = binaries(&dir) else { return };
     let out = dir.join("out");
-    for (phase, names) in [
-        (
-            "correct",
-            &[
-                "collectives, synchronous copies",
-                "collectives, one GPU as two",
-                "stream-ordered, one hardware queue",
-                "NCCL link: join, gather, a side channel, a lost peer",
-                "memcheck of the collectives",
-                "streams: Burn ops and collectives from many threads",
-                "train on 2 ranks, rank threads",
-                "1 vs 2 ranks, in turn vs rank threads",
-            ][..],
-        ),
-        (
-            "speed",
-            &[
-                "all-reduce: ours, the copy bound",
-                "bench: ResNet-50 at batch 256, one rank, f32 and bf16",
-                "PyTorch: ResNet-50 and GPT-2 small, FP32/TF32/AMP",
-                "burn-train DDP (the peer)",
-            ][..],
-        ),
-    ] {
+    for (phase, names, budget) in [("correct", CORRECT, 270), ("speed", SPEED, 360)] {
         let (ok, summary) = rehearse(phase, &bin, &out, None);
         let log = std::fs::read_to_string(out.join(format!("{phase}.log"))).unwrap_or_default();
         assert!(ok, "{phase} failed:\n{summary}\n{log}");
@@ -128,40 +137,66 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
             "{summary}"
         );
         assert!(
-            summary.contains("All steps passed; the steps' limits add up to"),
+            summary.contains(&format!("phase budget: {budget} s")),
             "{summary}"
         );
         let rows = steps(&summary);
-        for name in names {
-            assert!(
-                rows.iter().any(|(s, _)| s == name),
-                "{phase}: no step {name:?}:\n{summary}"
-            );
-        }
+        let found: Vec<&str> = rows.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(found, names, "{phase}: the steps, in order");
         assert!(
             rows.iter()
                 .all(|(_, v)| v == "passed" || v.starts_with("not on wgpu")),
             "{summary}"
         );
+        let limits: u64 = summary
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| step"))
+            .filter_map(|l| {
+                let cell = l.trim_matches('|').split('|').nth(2)?;
+                let limit = cell.split('(').nth(1)?.trim_end_matches(|c| c == ')' || c == ' ');
+                limit.parse::<u64>().ok()
+            })
+            .sum();
+        assert!(limits <= budget, "{phase}: limits add up to {limits}");
+        assert!(
+            summary.contains(&format!(
+                "All steps passed; the steps' limits add up to {limits} of the phase's {budget} s."
+            )),
+            "{summary}"
+        );
     }
-    let files: Vec<String> = std::fs::read_dir(&out)
+    let tables = std::fs::read_to_string(out.join("tables-correct.md")).unwrap();
+    assert!(
+        tables.contains("## Losses against run-1's") && tables.contains("| run-1-f16 | 4 |"),
+        "{tables}"
+    );
+    let tables = std::fs::read_to_string(out.join("tables-speed.md")).unwrap();
+    for table in [
+        "# resnet-tiny at batch 4, one rank",
+        "# the same, fixed kernels",
+        "## gpt-tiny on Wgpu",
+    ] {
+        assert!(tables.contains(table), "{table} not in {tables}");
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    for want in [
-        "summary-correct.md",
-        "correct.log",
-        "summary-speed.md",
-        "speed.log",
-        "bench.md",
-        "results.tar.gz",
-    ] {
-        assert!(files.iter().any(|f| f == want), "no {want} in {files:?}");
-    }
-    assert!(
-        files.len() <= 8,
-        "at most 8 files come back from the lent machine: {files:?}"
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "correct.log",
+            "results-correct.tar.gz",
+            "results-speed.tar.gz",
+            "speed.log",
+            "summary-correct.md",
+            "summary-speed.md",
+            "tables-correct.md",
+            "tables-speed.md",
+        ],
+        "at most 8 files come back from the lent machine"
     );
 
     // Limits that cannot fit the budget are refused before anything runs.
@@ -173,5 +208,47 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
         !summary.contains("| passed |"),
         "no step ran past the budget:\n{summary}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A phase stopped part way (its call out of time) has left under `$OUT` the summary rows and
+/// the tables of the steps that finished: killed once the first bench's table is there.
+#[test]
+fn a_phase_cut_short_leaves_what_its_finished_steps_measured() {
+    use std::os::unix::process::CommandExt;
+    let dir = std::env::temp_dir().join(format!("firemesh-gpu-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(bin) = binaries(&dir) else { return };
+    let out = dir.join("out");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut child = Command::new("bash")
+        .arg(root.join("scripts/gpu-check.sh"))
+        .args(["rehearse", "speed"])
+        .env("GPU_CHECK_QUICK", "1")
+        .env("GPU_CHECK_BIN", &bin)
+        .env("OUT", &out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let tables = out.join("tables-speed.md");
+    let start = std::time::Instant::now();
+    let finished = "# resnet-tiny at batch 4, one rank";
+    while !std::fs::read_to_string(&tables).is_ok_and(|t| t.contains(finished)) {
+        assert!(start.elapsed().as_secs() < 300, "the first bench never finished");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The whole group: the script and the step it runs.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.wait();
+    let summary = std::fs::read_to_string(out.join("summary-speed.md")).unwrap();
+    assert!(
+        summary.contains("| bench: ResNet-50 at batch 256, one rank, autotuned | passed |"),
+        "{summary}"
+    );
+    let tables = std::fs::read_to_string(&tables).unwrap();
+    assert!(tables.contains("| firemesh Sharded | 1 |"), "{tables}");
+    assert!(out.join("results-speed.tar.gz").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -210,6 +210,64 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `compare --track-losses`: a run against a copy of itself is within the bounds; against a
+/// copy whose losses are 10% higher from its second step on (its first step the same, every
+/// other past the bounds) it fails, naming that run; against a run of other steps it says so.
+#[test]
+fn compare_tracks_losses_within_the_precision_bounds() {
+    let dir = scratch("track");
+    let run = |name: &str, steps: usize| {
+        train::run(&config(TrainOptions {
+            steps: Some(steps),
+            ..tiny(&dir.join(name))
+        }))
+        .unwrap()
+    };
+    run("f32", 6);
+    run("short", 5);
+    let copy = |name: &str, factor: f64| {
+        let to = dir.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(dir.join("f32/summary.json"), to.join("summary.json")).unwrap();
+        let text = std::fs::read_to_string(dir.join("f32/metrics.jsonl")).unwrap();
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                if v["kind"] == "step" && v["step"].as_u64().unwrap() >= 2 {
+                    v["loss"] = serde_json::json!(v["loss"].as_f64().unwrap() * factor);
+                }
+                v.to_string()
+            })
+            .collect();
+        std::fs::write(to.join("metrics.jsonl"), lines.join("\n") + "\n").unwrap();
+        to
+    };
+    let (same, off) = (copy("same", 1.0), copy("off", 1.1));
+    let compare = |runs: &[&Path]| {
+        let mut args = vec!["compare", "--track-losses", "--out", "cmp"];
+        args.extend(runs.iter().map(|p| p.to_str().unwrap()));
+        let out = cli(&dir, &args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let f32_dir = dir.join("f32");
+    let (ok, text) = compare(&[&f32_dir, &same]);
+    assert!(ok, "{text}");
+    assert!(text.contains("| same | 6 | 0.0e0 | 0.0e0 | 0.0e0 | yes |"), "{text}");
+    let (ok, text) = compare(&[&f32_dir, &same, &off]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("| off | 6 | 0.0e0 | 1.0e-1 | 1.0e-1 | **no** |"), "{text}");
+    assert!(text.contains("--track-losses: off do(es) not follow f32's losses"), "{text}");
+    let (ok, text) = compare(&[&f32_dir, &dir.join("short")]);
+    assert!(!ok && text.contains("f32 logged 6 step losses and short logged 5"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Elements of the tiny ResNet's parameters that the optimizer trains.
 fn trained_params() -> usize {
     use burn::module::{Module, ModuleVisitor, Param};

@@ -31,6 +31,7 @@ use cubecl::cuda::CudaRuntime;
 use cubecl::server::Handle;
 use cudarc::driver::sys;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,17 @@ const MAX_IN_FLIGHT: usize = 64;
 
 /// How long dropping the transport waits for copies still in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Copies a stream-ordered transport made synchronously since the process started, because
+/// the driver refused a stream memory operation for their pair of devices.
+static FELL_BACK: AtomicU64 = AtomicU64::new(0);
+
+/// Copies that [`CudaStreamCopy`] made synchronously in this process (their pair's driver
+/// refused a stream memory operation, with a `tracing` warning naming the pair): 0 where every
+/// copy was stream-ordered. The GPU check's stream-ordered suites fail on any.
+pub fn synchronous_fallbacks() -> u64 {
+    FELL_BACK.load(Ordering::Relaxed)
+}
 
 /// Stream-ordered CUDA copies (see the module docs); [`crate::Transfer::StreamOrdered`].
 #[derive(Default)]
@@ -143,7 +155,13 @@ impl Transport<CudaRuntime> for CudaStreamCopy {
         for (i, guard) in guards.iter_mut().enumerate() {
             match &mut **guard.as_mut().expect("every lane is locked") {
                 Slot::Lane(lane) if bytes > 0 => lanes.push((i, lane)),
-                _ => arrivals[i] = Some(self.fallback.copy(from, src.clone(), to[i], dtype)?),
+                Slot::Lane(_) => {
+                    arrivals[i] = Some(self.fallback.copy(from, src.clone(), to[i], dtype)?)
+                }
+                Slot::Synchronous => {
+                    FELL_BACK.fetch_add(1, Ordering::Relaxed);
+                    arrivals[i] = Some(self.fallback.copy(from, src.clone(), to[i], dtype)?)
+                }
             }
         }
         if !lanes.is_empty() {

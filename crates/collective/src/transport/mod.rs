@@ -10,7 +10,7 @@ mod wgpu_staged;
 
 pub use client_copy::ClientCopy;
 pub use cuda_peer::CudaPeerCopy;
-pub use cuda_stream::CudaStreamCopy;
+pub use cuda_stream::{synchronous_fallbacks, CudaStreamCopy};
 pub use flags::FlagWait;
 pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 

@@ -33,6 +33,29 @@ const STREAM: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered, false);
 const SYNC_AS_PEERS: DeviceHarness<CudaRuntime> = cuda(Transfer::Synchronous, true);
 const STREAM_AS_PEERS: DeviceHarness<CudaRuntime> = cuda(Transfer::StreamOrdered, true);
 
+/// Under `FIREMESH_REQUIRE_CUDA=1` (the GPU check), a stream-ordered test that made any copy
+/// synchronously (the driver refused a stream memory operation) fails when this drops: else the
+/// stream-ordered suite could pass without one stream-ordered copy.
+struct NoSynchronousFallback(Option<u64>);
+
+impl NoSynchronousFallback {
+    fn arm(transfer: Transfer) -> Self {
+        let required = std::env::var("FIREMESH_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+        let checked = required && transfer == Transfer::StreamOrdered;
+        Self(checked.then(firemesh_collective::transport::synchronous_fallbacks))
+    }
+}
+
+impl Drop for NoSynchronousFallback {
+    fn drop(&mut self) {
+        let Some(before) = self.0 else { return };
+        let made = firemesh_collective::transport::synchronous_fallbacks() - before;
+        if !std::thread::panicking() {
+            assert_eq!(made, 0, "{made} stream-ordered copies fell back to synchronous ones");
+        }
+    }
+}
+
 /// The suite for one transfer, as tests named `cuda::<transfer>::…`.
 macro_rules! suite {
     ($name:ident, $harness:expr) => {
@@ -41,16 +64,19 @@ macro_rules! suite {
 
             #[test]
             fn every_op_dtype_and_length() {
+                let _checked = NoSynchronousFallback::arm($harness.transfer);
                 common::run_matrix(&$harness, 8);
             }
 
             #[test]
             fn rounding_and_agreement() {
+                let _checked = NoSynchronousFallback::arm($harness.transfer);
                 common::run_rounding(&$harness, 4, 100_003);
             }
 
             #[test]
             fn four_million_elements() {
+                let _checked = NoSynchronousFallback::arm($harness.transfer);
                 for dtype in DType::ALL {
                     common::run_large(&$harness, 8, 4 * 1024 * 1024 + 3, dtype);
                 }
@@ -58,6 +84,7 @@ macro_rules! suite {
 
             #[test]
             fn inputs_uploaded_and_results_read_on_other_threads() {
+                let _checked = NoSynchronousFallback::arm($harness.transfer);
                 // 64 MiB per rank: a copy that does not wait for an upload still in flight on
                 // another thread's stream reads stale memory.
                 for n in [2, 8] {
@@ -67,6 +94,7 @@ macro_rules! suite {
 
             #[test]
             fn sources_rewritten_after_return_leave_results_unchanged() {
+                let _checked = NoSynchronousFallback::arm($harness.transfer);
                 for n in [2, 5] {
                     common::run_sources_rewritten_after_return(&$harness, n, 4 * 1024 * 1024 + 3);
                 }

@@ -7,8 +7,9 @@
 //! statistics, the loss, the optimizer's update) sees f32 tensors only, and autodiff, which sits
 //! above `Sharded`, never sees a low-precision tensor: parameters, gradients and optimizer state
 //! stay f32, and the backward pass's products run in the low precision too, because they are
-//! the same ops. The inner backend accumulates as it does for that dtype (Flex: bf16 products in
-//! f32; CubeCL's matmul: in f32).
+//! the same ops. Products are added in f32: the inner backend's own kernels do so for matrix
+//! products (Flex, CubeCL's matmul); convolutions on CubeCL devices, whose direct kernels add
+//! in the element type, take kernels that add in f32 or run in f32 (`convs.rs`).
 //!
 //! Activations: a result computed in the low precision is kept in it, and presents itself as
 //! f32 (`ShardedTensor::held_narrow`). That is exact, since every value of a bf16 or f16
@@ -21,6 +22,12 @@
 //! other ops see. A `Partial` result (a weight gradient of a sharded batch) is cast back to f32
 //! at once, for its bucket; a weight gradient that is not `Partial` (one rank, a replicated
 //! batch) is held narrow like any result, and widened where it is read.
+
+pub(crate) mod convs;
+mod cube_convs;
+
+pub use convs::NarrowConvs;
+pub use cube_convs::ImplicitGemmConvs;
 
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
@@ -68,6 +75,11 @@ pub(crate) fn wanted<B: Backend>(lead: &F<B>) -> Option<FloatDType> {
     let low = lead.mesh().autocast_precision()?;
     let narrower = matches!(low, FloatDType::F16 | FloatDType::BF16);
     (narrower && lead.dtype() == DType::F32).then_some(low)
+}
+
+/// [`wanted`], for op `op` (the ops that multiply, `ops/mod.rs`).
+pub(crate) fn for_op<B: Backend>(_op: &'static str, lead: &F<B>) -> Option<FloatDType> {
+    wanted(lead)
 }
 
 /// An operand of an autocast op: a float tensor, or an optional one (a bias).
