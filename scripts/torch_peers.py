@@ -19,6 +19,7 @@ Only PyTorch and torchvision are needed; nothing is downloaded.
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -136,13 +137,21 @@ def time_all(args):
         return 2
     deadline = time.monotonic() + args.seconds
     rows = []
+    meta = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0),
+        "rows": rows,
+    }
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
     models = [("resnet50", resnet50_step, RESNET50), ("gpt2-small", gpt2_small_step, GPT2_SMALL)]
+    longest = 0.0  # the longest setup so far, in seconds: one that would not end is not started
     for model, make, sizes in models:
         for mode in ["fp32", "tf32", "amp"]:
-            if time.monotonic() > deadline:
+            if time.monotonic() + longest > deadline:
                 print(f"{model} {mode}: skipped, out of time")
                 continue
+            began = time.monotonic()
             set_precision(mode)
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -158,17 +167,17 @@ def time_all(args):
                 "peak_bytes": torch.cuda.max_memory_allocated(),
                 **sizes,
             }
-            print(f"{model} {mode}: {median * 1e3:.1f} ms/step, {row['throughput']:.1f} {unit}")
+            if row["throughput"] is None:
+                print(f"{model} {mode}: no timed step before the deadline")
+            else:
+                print(f"{model} {mode}: {median * 1e3:.1f} ms/step, {row['throughput']:.1f} {unit}")
             rows.append(row)
             del step
-    meta = {
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "gpu": torch.cuda.get_device_name(0),
-        "rows": rows,
-    }
-    with open(args.out, "w") as f:
-        json.dump(meta, f, indent=1)
+            longest = max(longest, time.monotonic() - began)
+            # Written after each setup: a run stopped part way keeps the setups it finished.
+            with open(args.out + ".partial", "w") as f:
+                json.dump(meta, f, indent=1)
+            os.replace(args.out + ".partial", args.out)
     return 0
 
 

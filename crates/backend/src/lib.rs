@@ -33,7 +33,7 @@ mod tensor;
 mod world;
 
 pub use api::*;
-pub use autocast::{Autocasting, ImplicitGemmConvs, NarrowConvs};
+pub use autocast::{Autocasting, Conv2dOp, ImplicitGemmConvs, NarrowConvs};
 pub use backend::Sharded;
 pub use mesh::{Mesh, MeshConfig, MeshError, MESH_TYPE_ID};
 pub use placement::Placement;

@@ -71,7 +71,7 @@ pub struct Counts {
     /// Products that ran in f32 while a lower precision was armed (`Mesh::autocast`), by op
     /// name: convolutions on CubeCL devices that no kernel adding in f32 took (their direct
     /// kernels add in the element type; `autocast/convs.rs`).
-    pub wide_products: BTreeMap<&'static str, u64>,
+    pub products_in_f32: BTreeMap<&'static str, u64>,
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
     /// Gradient buckets summed during the backward pass
@@ -91,8 +91,8 @@ impl Counts {
         self.fallbacks.values().sum()
     }
 
-    pub fn total_wide_products(&self) -> u64 {
-        self.wide_products.values().sum()
+    pub fn total_products_in_f32(&self) -> u64 {
+        self.products_in_f32.values().sum()
     }
 
     pub fn total_redistributions(&self) -> u64 {
@@ -118,8 +118,8 @@ impl Counts {
         for (k, v) in &other.routes {
             *self.routes.entry(*k).or_default() += v;
         }
-        for (k, v) in &other.wide_products {
-            *self.wide_products.entry(k).or_default() += v;
+        for (k, v) in &other.products_in_f32 {
+            *self.products_in_f32.entry(k).or_default() += v;
         }
         self.ops += other.ops;
         self.on_rank_threads += other.on_rank_threads;
@@ -206,9 +206,9 @@ pub(crate) fn fallback(op: &'static str) {
     record(|c| *c.fallbacks.entry(op).or_default() += 1);
 }
 
-pub(crate) fn wide_product(op: &'static str) {
+pub(crate) fn product_in_f32(op: &'static str) {
     tracing::debug!(target: "firemesh::autocast", op, "products added in f32: run in f32");
-    record(|c| *c.wide_products.entry(op).or_default() += 1);
+    record(|c| *c.products_in_f32.entry(op).or_default() += 1);
 }
 
 pub(crate) fn redistribution(kind: Redistribution) {

@@ -298,7 +298,11 @@ fn train(
     );
     if !s.products_in_f32.is_empty() {
         let total: u64 = s.products_in_f32.values().sum();
-        let ops: Vec<String> = s.products_in_f32.iter().map(|(o, k)| format!("{k} {o}")).collect();
+        let ops: Vec<String> = s
+            .products_in_f32
+            .iter()
+            .map(|(o, k)| format!("{k} {o}"))
+            .collect();
         println!(
             "  {total} product(s) per step ran in f32, not {}: {} (this runtime's convolution \
              kernels add in the element type, and no kernel adding in f32 took them)",

@@ -160,7 +160,11 @@ impl LossTracking {
         let tail = |run: &[f64]| run[run.len() - 4..].iter().sum::<f64>() / 4.0;
         Some(Self {
             first: off(low[0], f32[0]),
-            largest: low.iter().zip(f32).map(|(l, r)| off(*l, *r)).fold(0.0, f64::max),
+            largest: low
+                .iter()
+                .zip(f32)
+                .map(|(l, r)| off(*l, *r))
+                .fold(0.0, f64::max),
             last_four: off(tail(low), tail(f32)),
         })
     }

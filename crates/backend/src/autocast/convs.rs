@@ -15,7 +15,7 @@
 //!   wgpu; 1-d, 3-d and transposed convolutions on any CubeCL device).
 //!
 //! Each op that ran in f32 instead of the armed precision is counted
-//! ([`crate::stats::Counts::wide_products`]). Other inner backends run a convolution on narrow
+//! ([`crate::stats::Counts::products_in_f32`]). Other inner backends run a convolution on narrow
 //! operands as they implement it.
 
 use super::{restored, wanted, Operand};
@@ -32,11 +32,29 @@ use std::sync::Arc;
 
 type F<B> = ShardedTensor<B, FloatKind>;
 
+/// The three ops of a 2-d convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conv2dOp {
+    Forward,
+    /// The gradient of the input.
+    InputGradient,
+    /// The gradient of the weight.
+    WeightGradient,
+}
+
 /// 2-d convolution kernels for bf16 or f16 operands that add their products in f32, for inner
-/// backend `B` ([`Mesh::use_narrow_convs`]). Each returns `None` where it cannot run the op
-/// (the device lacks the kernel, the shape or the options do not suit it): the op then runs in
-/// f32. The arguments are those of Burn's `ModuleOps` methods of the same names.
+/// backend `B` ([`Mesh::use_narrow_convs`]). [`NarrowConvs::takes`] says, before any operand is
+/// cast, which ops they cannot run at all (these run in f32 on their f32 operands); the others
+/// return `None` where a launch fails (the device lacks the kernel, a shape its tiles do not
+/// take): the op then runs in f32 on its operands widened again. The arguments are those of
+/// Burn's `ModuleOps` methods of the same names, but for the operands an op reads only the
+/// shape of, given as shapes.
 pub trait NarrowConvs<B: Backend>: Send + Sync + 'static {
+    /// Whether these kernels can run `op` with `options` at all.
+    fn takes(&self, _op: Conv2dOp, _options: &ConvOptions<2>) -> bool {
+        true
+    }
+
     fn conv2d(
         &self,
         x: FloatTensor<B>,
@@ -89,7 +107,7 @@ impl<D: DeviceOps> Mesh<D> {
 pub(crate) fn precision<B: Backend>(op: &'static str, lead: &F<B>) -> Option<FloatDType> {
     let low = wanted(lead)?;
     if adds_in_element_type::<B>() {
-        stats::wide_product(op);
+        stats::product_in_f32(op);
         return None;
     }
     Some(low)
@@ -101,12 +119,31 @@ fn adds_in_element_type<B: Backend>() -> bool {
 }
 
 /// The operands of a 2-d convolution op: cast to the low precision together, and widened
-/// together on a rank where a kernel declined them.
+/// together on a rank where a kernel declined them; `read[i]`: whether the op reads operand
+/// `i`'s values (not only its shape), the others are left as they are.
 pub(crate) trait ConvOperands<B: Backend>: Operands<B> {
     /// The operand whose dtype and mesh the op follows.
     fn lead(&self) -> &F<B>;
-    fn lowered(self, low: Option<FloatDType>) -> Self;
-    fn widened(local: Self::Local) -> Self::Local;
+    fn lowered(self, low: Option<FloatDType>, read: [bool; 3]) -> Self;
+    fn widened(local: Self::Local, read: [bool; 3]) -> Self::Local;
+}
+
+/// `t` cast to `low` where `read`, else as it is.
+fn lowered_if<B: Backend>(t: F<B>, low: Option<FloatDType>, read: bool) -> F<B> {
+    if read {
+        t.lowered(low)
+    } else {
+        t
+    }
+}
+
+/// An inner tensor widened to f32 where `read`, else as it is.
+fn widened_if<B: Backend>(t: FloatTensor<B>, read: bool) -> FloatTensor<B> {
+    if read {
+        wide::<B>(t)
+    } else {
+        t
+    }
 }
 
 impl<B: Backend> ConvOperands<B> for (F<B>, F<B>, Option<F<B>>) {
@@ -114,12 +151,20 @@ impl<B: Backend> ConvOperands<B> for (F<B>, F<B>, Option<F<B>>) {
         &self.0
     }
 
-    fn lowered(self, low: Option<FloatDType>) -> Self {
-        (self.0.lowered(low), self.1.lowered(low), self.2.lowered(low))
+    fn lowered(self, low: Option<FloatDType>, read: [bool; 3]) -> Self {
+        (
+            lowered_if(self.0, low, read[0]),
+            lowered_if(self.1, low, read[1]),
+            self.2.map(|t| lowered_if(t, low, read[2])),
+        )
     }
 
-    fn widened((a, b, c): Self::Local) -> Self::Local {
-        (wide::<B>(a), wide::<B>(b), c.map(wide::<B>))
+    fn widened((a, b, c): Self::Local, read: [bool; 3]) -> Self::Local {
+        (
+            widened_if::<B>(a, read[0]),
+            widened_if::<B>(b, read[1]),
+            c.map(|c| widened_if::<B>(c, read[2])),
+        )
     }
 }
 
@@ -128,12 +173,20 @@ impl<B: Backend> ConvOperands<B> for (F<B>, F<B>, F<B>) {
         &self.0
     }
 
-    fn lowered(self, low: Option<FloatDType>) -> Self {
-        (self.0.lowered(low), self.1.lowered(low), self.2.lowered(low))
+    fn lowered(self, low: Option<FloatDType>, read: [bool; 3]) -> Self {
+        (
+            lowered_if(self.0, low, read[0]),
+            lowered_if(self.1, low, read[1]),
+            lowered_if(self.2, low, read[2]),
+        )
     }
 
-    fn widened((a, b, c): Self::Local) -> Self::Local {
-        (wide::<B>(a), wide::<B>(b), wide::<B>(c))
+    fn widened((a, b, c): Self::Local, read: [bool; 3]) -> Self::Local {
+        (
+            widened_if::<B>(a, read[0]),
+            widened_if::<B>(b, read[1]),
+            widened_if::<B>(c, read[2]),
+        )
     }
 }
 
@@ -141,10 +194,22 @@ fn wide<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
     B::float_cast(t, FloatDType::F32)
 }
 
-/// A 2-d convolution op (`op`, planned by `rule`) under autocast as the module docs say:
+/// What each 2-d convolution op reads of its operands (`x, weight, bias` or `x, weight,
+/// output_grad`): the input gradient reads x's shape only, the weight gradient the weight's.
+fn reads(op: Conv2dOp) -> [bool; 3] {
+    match op {
+        Conv2dOp::Forward => [true, true, true],
+        Conv2dOp::InputGradient => [false, true, true],
+        Conv2dOp::WeightGradient => [true, false, true],
+    }
+}
+
+/// A 2-d convolution op (`name`, planned by `rule`) under autocast as the module docs say:
 /// `kernel` runs it through the registered kernels, `inner` through the inner backend.
 pub(crate) fn conv2d<B, I>(
-    op: &'static str,
+    name: &'static str,
+    op: Conv2dOp,
+    options: &ConvOptions<2>,
     inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
     kernel: impl Fn(&dyn NarrowConvs<B>, I::Local) -> Option<FloatTensor<B>> + Send + Sync + 'static,
@@ -156,27 +221,41 @@ where
     I::Local: Clone,
 {
     let Some(low) = wanted(inputs.lead()) else {
-        return run(op, inputs, rule, move |_, local| inner(local));
+        return run(name, inputs, rule, move |_, local| inner(local));
     };
     if !adds_in_element_type::<B>() {
-        let out = run(op, inputs.lowered(Some(low)), rule, move |_, local| inner(local));
+        let all = [true; 3];
+        let out = run(
+            name,
+            inputs.lowered(Some(low), all),
+            rule,
+            move |_, local| inner(local),
+        );
         return restored(out, Some(low));
     }
     let mesh = inputs.lead().mesh().clone();
-    let Some(kernels) = mesh.narrow_convs::<B>() else {
-        stats::wide_product(op);
-        return run(op, inputs, rule, move |_, local| inner(local));
+    let kernels = mesh.narrow_convs::<B>().filter(|k| k.takes(op, options));
+    let Some(kernels) = kernels else {
+        stats::product_in_f32(name);
+        return run(name, inputs, rule, move |_, local| inner(local));
     };
-    // Counted once per op, on the calling thread's rank (local rank 0).
+    // A launch that fails is counted once per op, by the calling thread's rank (local rank
+    // 0): the ranks of an even split, on GPUs of one model, decline alike.
     let counted = mesh.world_rank(0);
-    let out = run(op, inputs.lowered(Some(low)), rule, move |rank, local: I::Local| {
-        if let Some(out) = kernel(&*kernels, local.clone()) {
-            return out;
-        }
-        if rank.index == counted {
-            stats::wide_product(op);
-        }
-        B::float_cast(inner(I::widened(local)), low)
-    });
+    let read = reads(op);
+    let out = run(
+        name,
+        inputs.lowered(Some(low), read),
+        rule,
+        move |rank, local: I::Local| {
+            if let Some(out) = kernel(&*kernels, local.clone()) {
+                return out;
+            }
+            if rank.index == counted {
+                stats::product_in_f32(name);
+            }
+            B::float_cast(inner(I::widened(local, read)), low)
+        },
+    );
     restored(out, Some(low))
 }

@@ -8,7 +8,7 @@
 //! launch: a device without tensor cores for the dtype (every wgpu device through WGSL), a shape
 //! its tiles do not fit. Not yet run on a GPU: a CUDA run's summary counts what declined.
 
-use super::NarrowConvs;
+use super::{Conv2dOp, NarrowConvs};
 use burn_backend::ops::ConvOptions;
 use burn_backend::Shape;
 use burn_cubecl::kernel::conv::{
@@ -28,6 +28,13 @@ where
     I: IntElement,
     BT: BoolElement,
 {
+    /// Not where CubeCL's implicit GEMM would itself fall back to a direct kernel: grouped
+    /// convolutions, and input gradients of strided ones.
+    fn takes(&self, op: Conv2dOp, options: &ConvOptions<2>) -> bool {
+        let strided = options.stride.iter().any(|&s| s != 1);
+        options.groups == 1 && !(op == Conv2dOp::InputGradient && strided)
+    }
+
     fn conv2d(
         &self,
         x: CubeTensor<R>,
@@ -35,9 +42,6 @@ where
         bias: Option<CubeTensor<R>>,
         options: &ConvOptions<2>,
     ) -> Option<CubeTensor<R>> {
-        if options.groups != 1 {
-            return None;
-        }
         conv_forward::<R, 2>(x, weight, bias, options.clone(), ConvStrategy::ImplicitGemm).ok()
     }
 
@@ -48,9 +52,6 @@ where
         output_grad: CubeTensor<R>,
         options: &ConvOptions<2>,
     ) -> Option<CubeTensor<R>> {
-        if options.groups != 1 || options.stride.iter().any(|&s| s != 1) {
-            return None;
-        }
         let strategy = ConvStrategy::ImplicitGemm;
         conv_data_backward::<R, 2>(output_grad, weight, x_shape, options.clone(), strategy).ok()
     }
@@ -62,9 +63,6 @@ where
         output_grad: CubeTensor<R>,
         options: &ConvOptions<2>,
     ) -> Option<CubeTensor<R>> {
-        if options.groups != 1 {
-            return None;
-        }
         let strategy = ConvStrategy::ImplicitGemm;
         conv_weight_backward::<R, 2>(x, output_grad, weight_shape, options.clone(), strategy).ok()
     }

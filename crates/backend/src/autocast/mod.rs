@@ -26,7 +26,7 @@
 pub(crate) mod convs;
 mod cube_convs;
 
-pub use convs::NarrowConvs;
+pub use convs::{Conv2dOp, NarrowConvs};
 pub use cube_convs::ImplicitGemmConvs;
 
 use crate::kind::FloatKind;

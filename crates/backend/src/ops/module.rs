@@ -1,6 +1,6 @@
 //! Module ops (conv, pool, embedding, linear, attention) of `Sharded<B>`.
 
-use crate::autocast::convs;
+use crate::autocast::{convs, Conv2dOp};
 use crate::exec::run;
 use crate::rules::{conv, embedding, linear, no_rule, pool};
 use crate::Sharded;
@@ -80,6 +80,8 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         let kept = options.clone();
         convs::conv2d(
             "conv2d",
+            Conv2dOp::Forward,
+            &options.clone(),
             (x, weight, bias),
             conv::forward,
             move |k, (x, w, b)| k.conv2d(x, w, b, &kept),
@@ -96,6 +98,8 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         let kept = options.clone();
         convs::conv2d(
             "conv2d_x_backward",
+            Conv2dOp::InputGradient,
+            &options.clone(),
             (x, weight, output_grad),
             conv::x_backward,
             move |k, (x, w, g)| k.conv2d_x_backward(x.shape(), w, g, &kept),
@@ -112,6 +116,8 @@ impl<B: Backend> ModuleOps<Self> for Sharded<B> {
         let kept = options.clone();
         crate::buckets::gradient_made(convs::conv2d(
             "conv2d_weight_backward",
+            Conv2dOp::WeightGradient,
+            &options.clone(),
             (x, weight, output_grad),
             conv::parameter_backward,
             move |k, (x, w, g)| k.conv2d_weight_backward(x, w.shape(), g, &kept),

@@ -38,7 +38,10 @@ fn wgpu_f16_mesh(n: usize) -> Option<Mesh<burn_wgpu::WgpuDevice>> {
         .all(|d| <Wgpu as Backend>::supports_dtype(d, DType::F16))
     {
         let required = std::env::var("FIREMESH_REQUIRE_WGPU").is_ok_and(|v| v == "1");
-        assert!(!required, "FIREMESH_REQUIRE_WGPU=1 but the adapter has no f16");
+        assert!(
+            !required,
+            "FIREMESH_REQUIRE_WGPU=1 but the adapter has no f16"
+        );
         eprintln!("SKIPPED: the wgpu adapter has no f16");
         return None;
     }
@@ -87,6 +90,7 @@ fn conv<B: Backend>(
     x: &TensorData,
     w: &TensorData,
     padding: usize,
+    stride: usize,
     low: Option<FloatDType>,
 ) -> ([TensorData; 3], stats::Counts) {
     type Ad<B> = burn::backend::Autodiff<Sharded<B>>;
@@ -95,7 +99,7 @@ fn conv<B: Backend>(
         let x = Tensor::<Ad<B>, 4>::from_data(x.clone(), mesh);
         let x = shard(x, 0).unwrap().require_grad();
         let w = Tensor::<Ad<B>, 4>::from_data(w.clone(), mesh).require_grad();
-        let options = ConvOptions::new([1, 1], [padding, padding], [1, 1], 1);
+        let options = ConvOptions::new([stride, stride], [padding, padding], [1, 1], 1);
         let y = conv2d(x.clone(), w.clone(), None, options);
         let grads = y.clone().sum().backward();
         [
@@ -120,9 +124,23 @@ const OPS: [&str; 3] = ["conv2d", "conv2d_x_backward", "conv2d_weight_backward"]
 fn long_sums<B: Backend>(mesh: &Mesh<B::Device>, low: FloatDType) -> Vec<(f64, stats::Counts)> {
     let cases = [
         // (what, x, w, padding, the product checked, products per element)
-        ("weight gradient", [64, 16, 32, 32], [16, 16, 3, 3], 1, 2, 65_536),
+        (
+            "weight gradient",
+            [64, 16, 32, 32],
+            [16, 16, 3, 3],
+            1,
+            2,
+            65_536,
+        ),
         ("forward", [1, 1024, 6, 6], [16, 1024, 3, 3], 0, 0, 9_216),
-        ("input gradient", [1, 16, 6, 6], [1024, 16, 3, 3], 0, 1, 9_216),
+        (
+            "input gradient",
+            [1, 16, 6, 6],
+            [1024, 16, 3, 3],
+            0,
+            1,
+            9_216,
+        ),
     ];
     let mut counted = Vec::new();
     for (what, xs, ws, padding, checked, n) in cases {
@@ -130,8 +148,8 @@ fn long_sums<B: Backend>(mesh: &Mesh<B::Device>, low: FloatDType) -> Vec<(f64, s
             continue;
         }
         let (x, w) = (unit(xs, 1), unit(ws, 2));
-        let (want, _) = conv::<B>(mesh, &x, &w, padding, None);
-        let (got, counts) = conv::<B>(mesh, &x, &w, padding, Some(low));
+        let (want, _) = conv::<B>(mesh, &x, &w, padding, 1, None);
+        let (got, counts) = conv::<B>(mesh, &x, &w, padding, 1, Some(low));
         let (off, bound) = (off(&got[checked], &want[checked]), bound(low, n));
         let ranks = mesh.len();
         println!("{ranks} rank(s), {what}: {low:?} {off:.2e} from f32 (bound {bound:.2e})");
@@ -160,11 +178,13 @@ impl<B: Backend> Drop for Registered<'_, B> {
 fn wgpu_convolutions_run_in_f32_under_f16() {
     let _serial = crate::common::serial();
     for ranks in [1, 2] {
-        let Some(mesh) = wgpu_f16_mesh(ranks) else { return };
+        let Some(mesh) = wgpu_f16_mesh(ranks) else {
+            return;
+        };
         for (off, counts) in long_sums::<Wgpu>(&mesh, FloatDType::F16) {
             assert_eq!(off, 0.0, "run in f32 on the f32 operands");
             for op in OPS {
-                assert_eq!(counts.wide_products.get(op), Some(&1), "{op}: {counts:?}");
+                assert_eq!(counts.products_in_f32.get(op), Some(&1), "{op}: {counts:?}");
             }
         }
     }
@@ -182,8 +202,21 @@ fn implicit_gemm_kernels_decline_on_wgpu_and_the_ops_add_in_f32() {
     for (off, counts) in long_sums::<Wgpu>(&mesh, FloatDType::F16) {
         assert!(off > 0.0, "the operands were rounded to f16");
         for op in OPS {
-            assert_eq!(counts.wide_products.get(op), Some(&1), "{op}: {counts:?}");
+            assert_eq!(counts.products_in_f32.get(op), Some(&1), "{op}: {counts:?}");
         }
+    }
+    // The input gradient of a strided convolution is not one the kernels take
+    // (`NarrowConvs::takes`): it runs in f32 on its f32 operands, uncast, and is counted.
+    let (x, w) = (unit([2, 16, 8, 8], 5), unit([16, 16, 3, 3], 6));
+    let (want, _) = conv::<Wgpu>(&mesh, &x, &w, 1, 2, None);
+    let (got, counts) = conv::<Wgpu>(&mesh, &x, &w, 1, 2, Some(FloatDType::F16));
+    assert_eq!(
+        off(&got[1], &want[1]),
+        0.0,
+        "the strided input gradient ran in f32"
+    );
+    for op in OPS {
+        assert_eq!(counts.products_in_f32.get(op), Some(&1), "{op}: {counts:?}");
     }
 }
 
@@ -210,7 +243,7 @@ fn wgpu_matrix_products_add_in_f32_under_f16() {
     println!("matmul: f16 {off:.2e} from f32 (bound {bound:.2e})");
     assert!(off <= bound, "f16 matmul {off:.3e} from f32");
     assert!(off > 0.0, "the operands were rounded to f16");
-    assert!(counts.wide_products.is_empty(), "{counts:?}");
+    assert!(counts.products_in_f32.is_empty(), "{counts:?}");
 }
 
 /// On CUDA, with the kernels firemesh's CUDA meshes register: bf16 and f16 within their bounds,
@@ -218,13 +251,14 @@ fn wgpu_matrix_products_add_in_f32_under_f16() {
 /// declined fails, as the kernels would then never run.
 #[test]
 fn cuda_convolutions_take_the_implicit_gemm_kernels_under_bf16_and_f16() {
+    let _serial = crate::common::serial();
     for ranks in [1, 2] {
         let Some(mesh) = cuda_mesh(ranks) else { return };
         mesh.use_narrow_convs::<Cuda>(ImplicitGemmConvs);
         let _registered = Registered::<Cuda>(&mesh);
         for low in [FloatDType::BF16, FloatDType::F16] {
             let runs = long_sums::<Cuda>(&mesh, low);
-            let declined: u64 = runs.iter().map(|(_, c)| c.total_wide_products()).sum();
+            let declined: u64 = runs.iter().map(|(_, c)| c.total_products_in_f32()).sum();
             let ops = 3 * runs.len() as u64;
             println!("{ranks} rank(s), {low:?}: {declined} of {ops} ops declined by the kernels");
             assert!(declined < ops, "{low:?}: every op declined");

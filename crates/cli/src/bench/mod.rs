@@ -404,11 +404,12 @@ fn measure<B: Backend>(
     // left out, with a note.
     let mut runs: Vec<(Variant, usize, Vec<Measured>)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
-    let add = |runs: &mut Vec<(Variant, usize, Vec<Measured>)>, variant, n, m| {
-        match runs.iter_mut().find(|(v, k, _)| *v == variant && *k == n) {
-            Some((.., repeats)) => repeats.push(m),
-            None => runs.push((variant, n, vec![m])),
-        }
+    let add = |runs: &mut Vec<(Variant, usize, Vec<Measured>)>, variant, n, m| match runs
+        .iter_mut()
+        .find(|(v, k, _)| *v == variant && *k == n)
+    {
+        Some((.., repeats)) => repeats.push(m),
+        None => runs.push((variant, n, vec![m])),
     };
     let peer = |setup| Variant {
         setup,

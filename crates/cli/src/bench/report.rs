@@ -587,8 +587,8 @@ impl BenchReport {
              f32 operands as TF32 where the device has it): their PyTorch peer is TF32, not \
              FP32. Products in f32: products per step that ran in f32 under a lower precision \
              (convolutions that no kernel adding in f32 took; CubeCL's direct convolutions add in \
-             the element type). First step: the first warm-up step, kernel compilation and \
-             autotuning included, apart from the timed steps.\n\n",
+             the element type). First step: the first warm-up step, apart from the timed steps: \
+             kernel compilation and autotuning of the shapes this process had not met yet.\n\n",
         );
         md.push_str(
             "Comm share: time inside sums and gathers across ranks over the step time; \
@@ -640,7 +640,6 @@ impl BenchReport {
         let chart = dir.join(".bench.partial.png");
         self.chart(&chart)?;
         std::fs::rename(&chart, dir.join("bench.png")).map_err(|e| io("bench.png", e))?;
-        // Last: its presence says the other two are whole.
         put("bench.json", json + "\n")
     }
 

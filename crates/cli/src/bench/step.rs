@@ -14,7 +14,6 @@ use firemesh_backend::{from_shards, from_shards_int, stats, Mesh, Sharded};
 use firemesh_zoo::{Batch, Net, NetConfig};
 use std::time::Instant;
 
-
 /// Tokens per sequence unless asked: 1,024 on a GPU, 128 on a CPU (at most the context).
 fn default_seq_len(gpu: bool) -> usize {
     if gpu {
@@ -135,8 +134,8 @@ pub struct Measured {
     /// Products that ran in f32 under a lower precision, per step (convolutions no kernel
     /// adding in f32 took, `firemesh_backend::NarrowConvs`).
     pub products_in_f32: u64,
-    /// Wall time of the first warm-up step, in seconds: kernel compilation and autotuning
-    /// (`None` without warm-up steps).
+    /// Wall time of the first warm-up step, in seconds: with the compilation and autotuning of
+    /// the shapes the process had not met yet (`None` without warm-up steps).
     pub first_step_s: Option<f64>,
     /// The most memory any rank's device held at the end of a forward pass, where the
     /// runtime reports it.
@@ -267,7 +266,7 @@ fn timed_steps<A: AutodiffBackend>(
         m.parameter_collectives = report.parameter_collectives;
         m.other_collectives = report.other_collectives();
         m.fallbacks = counts.total_fallbacks();
-        m.products_in_f32 = counts.total_wide_products();
+        m.products_in_f32 = counts.total_products_in_f32();
         if i == 0 && work.warmup > 0 {
             m.first_step_s = Some(secs);
         }

@@ -215,7 +215,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         }
         fallbacks += counts.total_fallbacks();
         products_in_f32 = counts
-            .wide_products
+            .products_in_f32
             .iter()
             .map(|(op, k)| (op.to_string(), *k))
             .collect();

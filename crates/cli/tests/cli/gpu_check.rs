@@ -119,7 +119,8 @@ const SPEED: &[&str] = &[
 ];
 
 /// Both phases, rehearsed: every step in order, passed or without a wgpu counterpart, within
-/// the GPU run's budgets (270 s and 360 s, the limits of the steps adding up to at most that);
+/// the GPU run's budgets (270 s and 360 s, the limits of the steps adding up to at most that
+/// less the 20 s kept for what no step counts);
 /// each phase's tables and archive under `$OUT`, at most 8 files in all; the bf16 (here f16)
 /// run compared with f32 within the precision bounds.
 #[test]
@@ -153,14 +154,18 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
             .filter(|l| l.starts_with("| ") && !l.starts_with("| step"))
             .filter_map(|l| {
                 let cell = l.trim_matches('|').split('|').nth(2)?;
-                let limit = cell.split('(').nth(1)?.trim_end_matches(|c| c == ')' || c == ' ');
+                let limit = cell
+                    .split('(')
+                    .nth(1)?
+                    .trim_end_matches(|c| c == ')' || c == ' ');
                 limit.parse::<u64>().ok()
             })
             .sum();
-        assert!(limits <= budget, "{phase}: limits add up to {limits}");
+        assert!(limits + 20 <= budget, "{phase}: limits add up to {limits}");
         assert!(
             summary.contains(&format!(
-                "All steps passed; the steps' limits add up to {limits} of the phase's {budget} s."
+                "All steps passed; the steps' limits add up to {limits} of the phase's {budget} s \
+                 (20 kept for the rest)."
             )),
             "{summary}"
         );
@@ -172,8 +177,8 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
     );
     let tables = std::fs::read_to_string(out.join("tables-speed.md")).unwrap();
     for table in [
-        "# resnet-tiny at batch 4, one rank",
-        "# the same, fixed kernels",
+        "# resnet-tiny at batch 4, f32 and f16, one rank, the autotuned binary",
+        "# resnet-tiny at batch 4, f32 and f16, one rank, the fixed-kernel binary",
         "## gpt-tiny on Wgpu",
     ] {
         assert!(tables.contains(table), "{table} not in {tables}");
@@ -234,9 +239,16 @@ fn a_phase_cut_short_leaves_what_its_finished_steps_measured() {
         .unwrap();
     let tables = out.join("tables-speed.md");
     let start = std::time::Instant::now();
-    let finished = "# resnet-tiny at batch 4, one rank";
+    let finished = "# resnet-tiny at batch 4, f32 and f16, one rank, the autotuned binary";
     while !std::fs::read_to_string(&tables).is_ok_and(|t| t.contains(finished)) {
-        assert!(start.elapsed().as_secs() < 300, "the first bench never finished");
+        if let Some(status) = child.try_wait().unwrap() {
+            let summary = std::fs::read_to_string(out.join("summary-speed.md"));
+            panic!("the phase ended ({status}) before its first bench: {summary:?}");
+        }
+        assert!(
+            start.elapsed().as_secs() < 300,
+            "the first bench never finished"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // The whole group: the script and the step it runs.

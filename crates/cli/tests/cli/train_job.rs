@@ -258,13 +258,25 @@ fn compare_tracks_losses_within_the_precision_bounds() {
     let f32_dir = dir.join("f32");
     let (ok, text) = compare(&[&f32_dir, &same]);
     assert!(ok, "{text}");
-    assert!(text.contains("| same | 6 | 0.0e0 | 0.0e0 | 0.0e0 | yes |"), "{text}");
+    assert!(
+        text.contains("| same | 6 | 0.0e0 | 0.0e0 | 0.0e0 | yes |"),
+        "{text}"
+    );
     let (ok, text) = compare(&[&f32_dir, &same, &off]);
     assert!(!ok, "{text}");
-    assert!(text.contains("| off | 6 | 0.0e0 | 1.0e-1 | 1.0e-1 | **no** |"), "{text}");
-    assert!(text.contains("--track-losses: off do(es) not follow f32's losses"), "{text}");
+    assert!(
+        text.contains("| off | 6 | 0.0e0 | 1.0e-1 | 1.0e-1 | **no** |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--track-losses: off do(es) not follow f32's losses"),
+        "{text}"
+    );
     let (ok, text) = compare(&[&f32_dir, &dir.join("short")]);
-    assert!(!ok && text.contains("f32 logged 6 step losses and short logged 5"), "{text}");
+    assert!(
+        !ok && text.contains("f32 logged 6 step losses and short logged 5"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -51,7 +51,10 @@ impl Drop for NoSynchronousFallback {
         let Some(before) = self.0 else { return };
         let made = firemesh_collective::transport::synchronous_fallbacks() - before;
         if !std::thread::panicking() {
-            assert_eq!(made, 0, "{made} stream-ordered copies fell back to synchronous ones");
+            assert_eq!(
+                made, 0,
+                "{made} stream-ordered copies fell back to synchronous ones"
+            );
         }
     }
 }

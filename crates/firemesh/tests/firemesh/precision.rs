@@ -125,7 +125,9 @@ fn bf16_and_f16_loss_curves_track_f32() {
     for precision in [Precision::Bf16, Precision::F16] {
         let (run, skipped) = losses(precision, &model, &mesh);
         let tracked = LossTracking::measure(&f32_run, &run).unwrap();
-        println!("{precision}: relative loss difference to f32: {tracked}; {skipped} steps skipped");
+        println!(
+            "{precision}: relative loss difference to f32: {tracked}; {skipped} steps skipped"
+        );
         let context = format!("{precision}: {run:?} against f32 {f32_run:?}");
         assert!(tracked.within(&LossTracking::BOUNDS), "{context}");
         let worst = tracked.largest;
