@@ -399,3 +399,18 @@ pub fn assert_params_close(got: &[Vec<f32>], want: &[Vec<f32>], tol: f32) {
     println!("largest parameter difference: {worst:e}");
     assert!(worst <= tol, "parameters differ by {worst}");
 }
+
+/// The usable CUDA GPUs, or `None` (said why) where there are none; `FIREMESH_REQUIRE_CUDA=1`,
+/// as `scripts/gpu-check.sh` sets, makes their absence a failure.
+pub fn cuda_gpus() -> Option<Vec<cubecl::cuda::CudaDevice>> {
+    match firemesh_collective::probe::usable_cuda_devices() {
+        Ok(gpus) => Some(gpus),
+        Err(reason) if std::env::var("FIREMESH_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
+            panic!("FIREMESH_REQUIRE_CUDA=1 but {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED: {reason}");
+            None
+        }
+    }
+}

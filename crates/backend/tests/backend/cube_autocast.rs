@@ -49,19 +49,9 @@ fn wgpu_f16_mesh(n: usize) -> Option<Mesh<burn_wgpu::WgpuDevice>> {
 }
 
 /// A CUDA mesh of `n` ranks over the GPUs present (round-robin), or `None` (said why;
-/// `FIREMESH_REQUIRE_CUDA=1`, as `scripts/gpu-check.sh` sets, fails instead).
+/// `FIREMESH_REQUIRE_CUDA=1` fails instead).
 fn cuda_mesh(n: usize) -> Option<Mesh<cubecl::cuda::CudaDevice>> {
-    let gpus = match firemesh_collective::probe::usable_cuda_devices() {
-        Ok(gpus) => gpus,
-        Err(reason) if std::env::var("FIREMESH_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
-            panic!("FIREMESH_REQUIRE_CUDA=1 but {reason}")
-        }
-        Err(reason) => {
-            eprintln!("SKIPPED: {reason}");
-            return None;
-        }
-    };
-    let devices = firemesh_collective::probe::round_robin(&gpus, n);
+    let devices = firemesh_collective::probe::round_robin(&crate::common::cuda_gpus()?, n);
     Some(Sharded::<Cuda>::mesh(devices).expect("CUDA devices"))
 }
 
