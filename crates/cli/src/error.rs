@@ -11,9 +11,13 @@ use std::path::PathBuf;
 /// Why a firemesh job could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The library's error: meshes, training steps, checkpoints.
+    /// The library's error: meshes, training steps, checkpoints. (Those that a setting of the
+    /// command line caused arrive as [`Error::Invalid`], naming it: [`Error::in_setting`].)
     #[error(transparent)]
-    Firemesh(#[from] firemesh::Error),
+    Firemesh(firemesh::Error),
+    /// A zoo model's failure (a batch it does not take).
+    #[error(transparent)]
+    Zoo(#[from] ZooError),
     /// A command-line or configuration value that cannot be used.
     #[error("{0}")]
     Invalid(String),
@@ -80,13 +84,15 @@ macro_rules! through_the_library {
     )*};
 }
 
-through_the_library!(
-    Unavailable,
-    MeshError,
-    ShardError,
-    CollectiveError,
-    ZooError
-);
+through_the_library!(Unavailable, MeshError, ShardError, CollectiveError);
+
+/// The library's errors in the command line's words: a value the library refuses is named by
+/// the option that gave it.
+impl From<firemesh::Error> for Error {
+    fn from(e: firemesh::Error) -> Self {
+        Self::in_setting("--precision", e)
+    }
+}
 
 impl Error {
     /// An I/O error with what was being done (`cannot write metrics.jsonl`, a path).
@@ -103,6 +109,37 @@ impl Error {
             what: what.to_string(),
             source,
         }
+    }
+
+    /// `e` as [`From`] makes it, a precision the devices lack named as `precision_setting`
+    /// (`--precision`, `--comm-precision`).
+    pub fn in_setting(precision_setting: &str, e: firemesh::Error) -> Self {
+        use firemesh::Error as Lib;
+        Self::Invalid(match e {
+            Lib::NoRanks => "--ranks 0: a mesh needs at least one rank".into(),
+            Lib::TooManyRanks { asked, most, on } => {
+                format!("--ranks {asked}: {on} has at most {most} ranks")
+            }
+            Lib::TooFewGpus { asked, found } => format!(
+                "--ranks {asked}: only {found} CUDA GPU(s) found \
+                 (--share-devices puts several ranks on one GPU)"
+            ),
+            Lib::BucketSize { mib } => format!(
+                "--bucket-mib {mib}: a bucket holds more than 0 and at most {} MiB",
+                firemesh::grads::MAX_BUCKET_MIB
+            ),
+            Lib::ZeroStage(stage) => {
+                format!(
+                    "--zero {stage}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
+                )
+            }
+            Lib::PrecisionUnsupported { precision, .. } => {
+                format!("{precision_setting} {precision}: {e}")
+            }
+            Lib::LossScale(scale) => format!("--loss-scale {scale}: {e}"),
+            Lib::GrowthInterval => format!("--loss-scale-interval 0: {e}"),
+            e => return Self::Firemesh(e),
+        })
     }
 
     /// A checkpoint that cannot be written, read or used: the library's

@@ -6,6 +6,7 @@ use crate::{Error, Result};
 use firemesh::backend::MeshConfig;
 use firemesh::collective::Transfer;
 use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
+use firemesh::named::Named;
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -67,7 +68,7 @@ pub fn switch(text: &str) -> std::result::Result<bool, String> {
 #[serde(rename_all = "kebab-case")]
 pub struct MeshOptions {
     /// Devices: CUDA GPUs when usable (auto), else a CPU mesh [default: auto].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<MeshKind>())]
     pub mesh: Option<MeshKind>,
     /// Ranks [default: one per GPU, or 4 on the CPU].
     #[arg(long)]
@@ -120,4 +121,12 @@ pub fn at_least_one(option: &str, value: usize) -> Result<usize> {
     } else {
         Ok(value)
     }
+}
+
+/// The parser of an option whose values are one of the library's [`Named`] choices
+/// (`--precision`, `--optimizer`, `--schedule`, `--mesh`): `--help` lists the names.
+pub fn named<T: Named + Clone + Send + Sync>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
+        .try_map(|name| T::from_name(&name))
 }

@@ -98,6 +98,12 @@ pub enum Unavailable {
     NoWgpuAdapter(String),
     #[error("the wgpu adapter refused another device: {0}")]
     WgpuDeviceRefused(String),
+    /// The runtime is a cargo feature this build left out.
+    #[error("this build has no {runtime} support (the `{feature}` cargo feature of firemesh)")]
+    NotBuilt {
+        runtime: &'static str,
+        feature: &'static str,
+    },
 }
 
 /// Result of a collective.

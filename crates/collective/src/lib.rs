@@ -28,6 +28,7 @@ pub mod processes;
 pub mod stream;
 mod tensors;
 pub mod transport;
+#[cfg(feature = "wgpu")]
 pub mod wgpu_devices;
 
 pub use algorithms::{ranges_from_lens, shard_ranges};

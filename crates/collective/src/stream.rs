@@ -97,13 +97,16 @@ pub enum CubeRuntime {
 pub fn cube_runtime_of<D: 'static>() -> Option<CubeRuntime> {
     use std::any::TypeId;
     let d = TypeId::of::<D>();
+    #[cfg(feature = "wgpu")]
     if d == TypeId::of::<cubecl::wgpu::WgpuDevice>() {
-        Some(CubeRuntime::Wgpu)
-    } else if d == TypeId::of::<cubecl::cuda::CudaDevice>() {
-        Some(CubeRuntime::Cuda)
-    } else {
-        None
+        return Some(CubeRuntime::Wgpu);
     }
+    #[cfg(feature = "cuda")]
+    if d == TypeId::of::<cubecl::cuda::CudaDevice>() {
+        return Some(CubeRuntime::Cuda);
+    }
+    let _ = d;
+    None
 }
 
 /// Whether `D` is the device of a CubeCL runtime (wgpu, CUDA), whose work runs on streams.
@@ -190,13 +193,19 @@ pub fn record_handoff(buffers: usize, what: &str) {
 /// backend), where the backend is CubeCL's own (`burn-wgpu`, `burn-cuda`, without fusion);
 /// `None` for any other backend, which has no streams.
 pub fn primitive_stream(primitive: &dyn std::any::Any) -> Option<StreamId> {
-    use burn_cubecl::tensor::CubeTensor;
-    if let Some(p) = primitive.downcast_ref::<CubeTensor<cubecl::wgpu::WgpuRuntime>>() {
+    #[cfg(feature = "wgpu")]
+    if let Some(p) =
+        primitive.downcast_ref::<burn_cubecl::tensor::CubeTensor<cubecl::wgpu::WgpuRuntime>>()
+    {
         return Some(p.handle.stream);
     }
-    if let Some(p) = primitive.downcast_ref::<CubeTensor<cubecl::cuda::CudaRuntime>>() {
+    #[cfg(feature = "cuda")]
+    if let Some(p) =
+        primitive.downcast_ref::<burn_cubecl::tensor::CubeTensor<cubecl::cuda::CudaRuntime>>()
+    {
         return Some(p.handle.stream);
     }
+    let _ = primitive;
     None
 }
 

@@ -5,35 +5,33 @@
 //!     | model length (u64 LE) | model | optimizer | CRC-32 of all before (u32 LE)
 //! ```
 //!
-//! The header holds the step, the sampler position, the schedule, the seed and what the run
-//! was (model and its shape, ranks, batch); model and optimizer are Burn records. A file is
+//! The header holds the step, the schedule, the seed, the ranks and batch, and the caller's
+//! own description of the run (`R`: for `firemesh train`, the model and its shape, the
+//! optimizer and the sampler's position), its fields beside the library's in one JSON object;
+//! model and optimizer are Burn records. A file is
 //! written under a temporary name, flushed to disk and renamed into place, so that a kill at
 //! any moment leaves either the old set of checkpoints or the new one; the CRC catches a file
 //! damaged later. The newest `keep` are kept.
 
-use crate::optim::{OptimizerKind, Schedule};
+use crate::optim::Schedule;
 use crate::precision::{Precision, ScalerState};
 use crate::{Error, Result};
-use firemesh_datasets::SamplerPosition;
-use firemesh_zoo::ModelName;
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 16] = b"FIREMESH-CKPT\0v1";
 
-/// Everything but the tensors.
+/// Everything but the tensors. `R` is what the program that writes the checkpoint says of its
+/// run (which model, which optimizer, where its data stands): its fields are read back as it
+/// wrote them, and its names must not be the library's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    pub model: ModelName,
-    /// The model's configuration: checkpoints only load into the same shapes.
-    pub model_config: String,
-    pub optimizer: OptimizerKind,
+pub struct Header<R> {
+    #[serde(flatten)]
+    pub run: R,
     /// Optimizer steps done.
     pub step: usize,
-    /// Where the next batch comes from.
-    pub position: SamplerPosition,
     pub schedule: Schedule,
     /// The run's seed: data order and per-step random draws derive from it and the step.
     pub seed: u64,
@@ -49,13 +47,13 @@ pub struct Header {
 }
 
 /// A checkpoint's contents.
-pub struct Checkpoint {
-    pub header: Header,
+pub struct Checkpoint<R> {
+    pub header: Header<R>,
     pub model: Vec<u8>,
     pub optimizer: Vec<u8>,
 }
 
-impl Checkpoint {
+impl<R: Serialize + DeserializeOwned> Checkpoint<R> {
     fn encode(&self) -> Result<Vec<u8>> {
         let header = serde_json::to_vec(&self.header)
             .map_err(|e| Error::Checkpoint(format!("cannot encode the header: {e}")))?;
@@ -90,8 +88,9 @@ impl Checkpoint {
         let header_len = u32::from_le_bytes(body[at..at + 4].try_into().unwrap_or_default());
         at += 4;
         let header_end = at + header_len as usize;
-        let header: Header = serde_json::from_slice(body.get(at..header_end).ok_or("bad header")?)
-            .map_err(|e| format!("bad header: {e}"))?;
+        let header: Header<R> =
+            serde_json::from_slice(body.get(at..header_end).ok_or("bad header")?)
+                .map_err(|e| format!("bad header: {e}"))?;
         let model_len = body
             .get(header_end..header_end + 8)
             .and_then(|b| b.try_into().ok())
@@ -150,7 +149,11 @@ impl CheckpointDir {
     }
 
     /// Writes `checkpoint` atomically and keeps the newest `keep`; returns its path.
-    pub fn write(&self, checkpoint: &Checkpoint, keep: usize) -> Result<PathBuf> {
+    pub fn write<R: Serialize + DeserializeOwned>(
+        &self,
+        checkpoint: &Checkpoint<R>,
+        keep: usize,
+    ) -> Result<PathBuf> {
         let io = |what: &str, path: &Path, e: std::io::Error| {
             Error::io(format!("checkpoint: cannot {what} {}", path.display()), e)
         };
@@ -176,9 +179,13 @@ impl CheckpointDir {
         Ok(path)
     }
 
-    /// The newest checkpoint that reads back whole. Damaged ones are skipped; each is
-    /// reported through `warn`. Leftover temporary files of interrupted writes are removed.
-    pub fn newest_valid(&self, mut warn: impl FnMut(String)) -> Option<(PathBuf, Checkpoint)> {
+    /// The newest checkpoint that reads back whole, its run described as `R`. Damaged ones
+    /// are skipped; each is reported through `warn`. Leftover temporary files of interrupted
+    /// writes are removed.
+    pub fn newest_valid<R: Serialize + DeserializeOwned>(
+        &self,
+        mut warn: impl FnMut(String),
+    ) -> Option<(PathBuf, Checkpoint<R>)> {
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for e in entries.flatten() {
                 if e.file_name().to_string_lossy().ends_with(".ckpt.tmp") {

@@ -1,15 +1,44 @@
-//! The error of the library: one enum over the typed errors of the workspace crates it drives.
+//! The error of the library: what went wrong, in the library's terms (a program maps them to
+//! its own settings' names), over the typed errors of the workspace crates it drives.
 
+use crate::Precision;
 use firemesh_backend::{MeshError, ShardError};
 use firemesh_collective::{CollectiveError, Unavailable};
-use firemesh_zoo::ZooError;
 
 /// Why a mesh, a training step or a checkpoint could not be made or used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A value that cannot be used (a rank count, a bucket size).
-    #[error("{0}")]
-    Invalid(String),
+    #[error("a mesh needs at least one rank")]
+    NoRanks,
+    #[error("{asked} ranks: {on} has at most {most}")]
+    TooManyRanks {
+        asked: usize,
+        most: usize,
+        on: &'static str,
+    },
+    /// More ranks than GPUs, with the GPUs not to be shared.
+    #[error("{asked} ranks: only {found} CUDA GPU(s) found, and ranks may not share one")]
+    TooFewGpus { asked: usize, found: usize },
+    #[error("a gradient bucket of {mib} MiB: it holds more than 0 and at most {most} MiB", most = crate::grads::MAX_BUCKET_MIB)]
+    BucketSize { mib: f64 },
+    /// A rank's device that cannot compute in a precision.
+    #[error("rank {rank}'s device ({device}) does not compute in {precision}{hint}")]
+    PrecisionUnsupported {
+        precision: Precision,
+        rank: usize,
+        device: String,
+        /// Why, where it is known (" (WGSL has no bf16 type)"), else empty.
+        hint: &'static str,
+    },
+    #[error("the initial loss scale must be a finite positive number, got {0}")]
+    LossScale(f64),
+    #[error("the loss scale's growth interval must be at least 1 step")]
+    GrowthInterval,
+    #[error("ZeRO stage {0}: only stages 0 and 1 exist here (1: the optimizer state sharded)")]
+    ZeroStage(u8),
+    /// A [`crate::Trainer`] step after one whose failure took the model with it.
+    #[error("the trainer lost its model in an earlier failed step")]
+    ModelLost,
     #[error("the devices asked for cannot be used: {0}")]
     Unavailable(#[from] Unavailable),
     #[error(transparent)]
@@ -18,10 +47,9 @@ pub enum Error {
     Shard(#[from] ShardError),
     #[error(transparent)]
     Collective(#[from] CollectiveError),
-    /// A zoo model's failure, such as the loss of a [`crate::Trainer`] step (a batch its model
-    /// does not take).
+    /// The model's own failure in a [`crate::Trainer`] step's loss (a batch it does not take).
     #[error(transparent)]
-    Zoo(#[from] ZooError),
+    Model(Box<dyn std::error::Error + Send + Sync>),
     /// A checkpoint that cannot be written, read or used.
     #[error("checkpoint: {0}")]
     Checkpoint(String),
@@ -43,5 +71,10 @@ impl Error {
             context: context.to_string(),
             source,
         }
+    }
+
+    /// The model's error in a step's loss: `trainer.step(|m| m.loss(b).map_err(Error::model))`.
+    pub fn model(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Model(Box::new(error))
     }
 }

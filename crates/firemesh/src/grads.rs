@@ -36,16 +36,14 @@ type Grad<B> = ShardedTensor<B, FloatKind>;
 /// Puts a summed gradient back under its parameter (its rank `D` is known where it was taken).
 type PutBack<B> = Box<dyn FnOnce(&mut GradientsParams, Grad<B>)>;
 
-/// The largest gradient bucket `--bucket-mib` takes: 64 GiB.
+/// The largest gradient bucket: 64 GiB.
 pub const MAX_BUCKET_MIB: f64 = 65_536.0;
 
 /// The bytes of a bucket of `mib` MiB (at least one byte), or why that is no bucket size: the
-/// one check of `--bucket-mib` for every command.
+/// one check of a bucket size for every program.
 pub fn bucket_bytes(mib: f64) -> crate::Result<usize> {
     if !(mib.is_finite() && mib > 0.0 && mib <= MAX_BUCKET_MIB) {
-        return Err(crate::Error::Invalid(format!(
-            "--bucket-mib {mib}: a bucket holds more than 0 and at most {MAX_BUCKET_MIB} MiB"
-        )));
+        return Err(crate::Error::BucketSize { mib });
     }
     Ok(((mib * (1u64 << 20) as f64).round() as usize).max(1))
 }

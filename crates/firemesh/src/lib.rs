@@ -1,7 +1,7 @@
 //! firemesh: multi-GPU data-parallel training for Burn. The library: the `Sharded` backend and
 //! the collectives re-exported, [`Trainer`] (one training step for every loop), gradient
 //! buckets, mixed precision ([`precision`]), ZeRO-1 ([`zero`]), meshes and their
-//! `RuntimeConfig`, checkpoints, the optimizer of the zoo's runs and the programs' allocator.
+//! `RuntimeConfig`, checkpoints, the optimizers ([`optim`]) and the programs' allocator.
 //! The command line (`firemesh train`, `bench`, `simulate`, `compare`, `demo`) is the
 //! `firemesh-cli` package, built on this API.
 
@@ -26,6 +26,7 @@ pub mod checkpoint;
 mod error;
 pub mod grads;
 pub mod mesh;
+pub mod named;
 pub mod optim;
 pub mod precision;
 pub mod trainer;

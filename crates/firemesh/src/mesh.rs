@@ -1,14 +1,21 @@
 //! Choosing the devices to run on: CUDA GPUs when they can run kernels, else a CPU mesh; and
 //! the `Sharded` mesh over them, with our CubeCL collectives between GPU devices.
 
+use crate::named::{by_name, Named};
 use crate::{Error, Result};
 use burn::tensor::backend::{Backend, DeviceOps};
+#[cfg(feature = "cuda")]
 use cubecl::cuda::{CudaDevice, CudaRuntime};
+#[cfg(feature = "wgpu")]
 use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
-use firemesh_backend::{ImplicitGemmConvs, Mesh, MeshConfig, Sharded};
+#[cfg(feature = "cuda")]
+use firemesh_backend::ImplicitGemmConvs;
+use firemesh_backend::{Mesh, MeshConfig, Sharded};
+#[cfg(feature = "cpu")]
+use firemesh_collective::PortableGroup;
 use firemesh_collective::{
-    probe, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime, Group, PortableGroup,
-    ProcessLink, TensorCollectives, Transfer, Unavailable,
+    CollectiveConfig, CollectiveRuntime, Group, ProcessLink, TensorCollectives, Transfer,
+    Unavailable,
 };
 use std::sync::Arc;
 
@@ -24,6 +31,7 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// The CUDA mesh over `devices`, its sums and gathers on our collectives.
     /// Autocast convolutions run on CubeCL's implicit-GEMM kernels ([`ImplicitGemmConvs`]).
+    #[cfg(feature = "cuda")]
     pub fn cuda_mesh(&self, devices: &[CudaDevice]) -> Result<Mesh<CudaDevice>> {
         let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
         let (config, group) = (&self.mesh, Some(collectives));
@@ -34,6 +42,7 @@ impl RuntimeConfig {
 
     /// [`Self::cuda_mesh`] as this process's share of the world `link` joins (NCCL's, in
     /// `firemesh train`; every process calls it at once).
+    #[cfg(feature = "cuda")]
     pub fn cuda_world_mesh(
         &self,
         devices: &[CudaDevice],
@@ -48,12 +57,14 @@ impl RuntimeConfig {
     }
 
     /// The wgpu mesh over `devices` (one client each), its sums and gathers on our collectives.
+    #[cfg(feature = "wgpu")]
     pub fn wgpu_mesh(&self, devices: &[WgpuDevice]) -> Result<Mesh<WgpuDevice>> {
         sharded_on_group::<WgpuRuntime, burn_wgpu::Wgpu>(devices, &self.mesh, None, None)
     }
 
     /// [`Self::wgpu_mesh`] as this process's share of the world `link` joins (every process
     /// calls it at once).
+    #[cfg(feature = "wgpu")]
     pub fn wgpu_world_mesh(
         &self,
         devices: &[WgpuDevice],
@@ -63,6 +74,7 @@ impl RuntimeConfig {
     }
 
     /// `ranks` ranks on the CPU (Flex).
+    #[cfg(feature = "cpu")]
     pub fn cpu_mesh(&self, ranks: usize) -> Result<Mesh<burn_flex::FlexDevice>> {
         Ok(Mesh::with_config(
             vec![burn_flex::FlexDevice; ranks],
@@ -72,6 +84,7 @@ impl RuntimeConfig {
 
     /// `ranks` ranks on the CPU as this process's share of the world `link` joins
     /// ([`Mesh::in_world`]; every process calls it at once).
+    #[cfg(feature = "cpu")]
     pub fn cpu_world_mesh(
         &self,
         ranks: usize,
@@ -86,8 +99,10 @@ impl RuntimeConfig {
 /// Where the ranks of a run live.
 pub enum DeviceMesh {
     /// One rank per CUDA GPU (round-robin when there are more ranks than GPUs).
+    #[cfg(feature = "cuda")]
     Cuda(Vec<CudaDevice>),
     /// Separate wgpu clients (a GPU or Mesa's software Vulkan driver).
+    #[cfg(feature = "wgpu")]
     Wgpu(Vec<WgpuDevice>),
     /// `ranks` ranks on the CPU, moved with plain Burn tensor ops; `no_gpu` says why no GPU
     /// was used when the mesh kind was `auto`.
@@ -97,10 +112,8 @@ pub enum DeviceMesh {
     },
 }
 
-/// Which kind of mesh to build.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+/// Which kind of mesh to build (`auto`, `cuda`, `wgpu` or `cpu` as text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MeshKind {
     /// CUDA GPUs if they can run kernels, else the CPU.
@@ -110,62 +123,120 @@ pub enum MeshKind {
     Cpu,
 }
 
+impl Named for MeshKind {
+    const WHAT: &'static str = "mesh kind";
+    const ALL: &'static [Self] = &[Self::Auto, Self::Cuda, Self::Wgpu, Self::Cpu];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cuda => "cuda",
+            Self::Wgpu => "wgpu",
+            Self::Cpu => "cpu",
+        }
+    }
+}
+
+by_name!(MeshKind);
+
 /// Most ranks of a CPU mesh (ranks there are logical: they share the host's cores).
 pub const MAX_CPU_RANKS: usize = 64;
+/// The CUDA devices CubeCL can run kernels on, or why there are none (this build may have no
+/// CUDA at all).
+#[cfg(feature = "cuda")]
+fn cuda_devices() -> std::result::Result<Vec<CudaDevice>, Unavailable> {
+    firemesh_collective::probe::usable_cuda_devices()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_devices() -> std::result::Result<std::convert::Infallible, Unavailable> {
+    Err(Unavailable::NotBuilt {
+        runtime: "CUDA",
+        feature: "cuda",
+    })
+}
+
 /// Most wgpu clients of a mesh.
 pub const MAX_WGPU_RANKS: usize = 16;
 
 impl DeviceMesh {
     /// The mesh for `kind`; `ranks` defaults to the number of GPUs, or 4 on the CPU. More
-    /// ranks than GPUs is an error unless `share_devices` (then ranks go round-robin).
+    /// ranks than GPUs is an error unless `share_devices` (then ranks go round-robin). `Auto`
+    /// takes CUDA GPUs where this build has them and they can run kernels, else the CPU.
     pub fn discover(kind: MeshKind, ranks: Option<usize>, share_devices: bool) -> Result<Self> {
         if ranks == Some(0) {
-            return Err(Error::Invalid("--ranks must be at least 1".into()));
+            return Err(Error::NoRanks);
         }
-        let cpu = |no_gpu| -> Result<Self> {
-            let ranks = ranks.unwrap_or(4);
-            if ranks > MAX_CPU_RANKS {
-                return Err(Error::Invalid(format!(
-                    "--ranks {ranks}: a CPU mesh has at most {MAX_CPU_RANKS} ranks"
-                )));
-            }
-            Ok(Self::Cpu { ranks, no_gpu })
-        };
-        let gpus = |gpus: Vec<CudaDevice>| -> Result<Self> {
-            match ranks {
-                Some(n) if n > gpus.len() && !share_devices => Err(Error::Invalid(format!(
-                    "--ranks {n}: only {} CUDA GPU(s) found (--share-devices puts several ranks on one GPU)",
-                    gpus.len()
-                ))),
-                _ => Ok(Self::Cuda(probe::round_robin(
-                    &gpus,
-                    ranks.unwrap_or(gpus.len()),
-                ))),
-            }
-        };
         match kind {
-            MeshKind::Auto => match probe::usable_cuda_devices() {
-                Ok(found) => gpus(found),
-                Err(reason) => cpu(Some(reason)),
+            MeshKind::Auto => match cuda_devices() {
+                Ok(found) => Self::on_gpus(found, ranks, share_devices),
+                Err(reason) => Self::on_cpu(ranks, Some(reason)),
             },
-            MeshKind::Cpu => cpu(None),
-            MeshKind::Cuda => gpus(probe::usable_cuda_devices()?),
-            MeshKind::Wgpu => {
-                let n = ranks.unwrap_or(4);
-                if n > MAX_WGPU_RANKS {
-                    return Err(Error::Invalid(format!(
-                        "--ranks {n}: a wgpu mesh has at most {MAX_WGPU_RANKS} clients"
-                    )));
-                }
-                Ok(Self::Wgpu(wgpu_devices(n)?))
-            }
+            MeshKind::Cpu => Self::on_cpu(ranks, None),
+            MeshKind::Cuda => Self::on_gpus(cuda_devices()?, ranks, share_devices),
+            MeshKind::Wgpu => Self::on_wgpu(ranks.unwrap_or(4)),
         }
+    }
+
+    fn on_cpu(ranks: Option<usize>, no_gpu: Option<Unavailable>) -> Result<Self> {
+        let ranks = ranks.unwrap_or(4);
+        if ranks > MAX_CPU_RANKS {
+            return Err(Error::TooManyRanks {
+                asked: ranks,
+                most: MAX_CPU_RANKS,
+                on: "a CPU mesh",
+            });
+        }
+        Ok(Self::Cpu { ranks, no_gpu })
+    }
+
+    #[cfg(feature = "cuda")]
+    fn on_gpus(gpus: Vec<CudaDevice>, ranks: Option<usize>, share: bool) -> Result<Self> {
+        match ranks {
+            Some(n) if n > gpus.len() && !share => Err(Error::TooFewGpus {
+                asked: n,
+                found: gpus.len(),
+            }),
+            _ => Ok(Self::Cuda(firemesh_collective::probe::round_robin(
+                &gpus,
+                ranks.unwrap_or(gpus.len()),
+            ))),
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn on_gpus(gpus: std::convert::Infallible, _: Option<usize>, _: bool) -> Result<Self> {
+        match gpus {}
+    }
+
+    #[cfg(feature = "wgpu")]
+    fn on_wgpu(n: usize) -> Result<Self> {
+        if n > MAX_WGPU_RANKS {
+            return Err(Error::TooManyRanks {
+                asked: n,
+                most: MAX_WGPU_RANKS,
+                on: "a wgpu mesh",
+            });
+        }
+        Ok(Self::Wgpu(firemesh_collective::wgpu_devices::wgpu_devices(
+            n,
+        )?))
+    }
+
+    #[cfg(not(feature = "wgpu"))]
+    fn on_wgpu(_: usize) -> Result<Self> {
+        Err(Unavailable::NotBuilt {
+            runtime: "wgpu",
+            feature: "wgpu",
+        }
+        .into())
     }
 
     /// Number of ranks.
     pub fn ranks(&self) -> usize {
         match self {
+            #[cfg(feature = "cuda")]
             Self::Cuda(d) => d.len(),
+            #[cfg(feature = "wgpu")]
             Self::Wgpu(d) => d.len(),
             Self::Cpu { ranks, .. } => *ranks,
         }
@@ -173,11 +244,14 @@ impl DeviceMesh {
 
     /// Number of distinct devices under the ranks (ranks may share a GPU; a CPU mesh is one).
     pub fn distinct_devices(&self) -> usize {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
         fn distinct<T: PartialEq>(d: &[T]) -> usize {
             (0..d.len()).filter(|&i| !d[..i].contains(&d[i])).count()
         }
         match self {
+            #[cfg(feature = "cuda")]
             Self::Cuda(d) => distinct(d),
+            #[cfg(feature = "wgpu")]
             Self::Wgpu(d) => distinct(d),
             Self::Cpu { .. } => 1,
         }
@@ -185,7 +259,9 @@ impl DeviceMesh {
 
     pub fn describe(&self) -> String {
         match self {
+            #[cfg(feature = "cuda")]
             Self::Cuda(d) => format!("{} CUDA GPU rank(s)", d.len()),
+            #[cfg(feature = "wgpu")]
             Self::Wgpu(d) => format!("{} wgpu rank(s)", d.len()),
             Self::Cpu {
                 ranks,
@@ -198,14 +274,17 @@ impl DeviceMesh {
         }
     }
 
+    #[cfg(feature = "cuda")]
     pub fn cuda_group(devices: &[CudaDevice]) -> Result<Group<CudaRuntime>> {
         Ok(Group::new_shared(devices.to_vec())?)
     }
 
+    #[cfg(feature = "wgpu")]
     pub fn wgpu_group(devices: &[WgpuDevice]) -> Result<Group<WgpuRuntime>> {
         Ok(Group::new(devices.to_vec())?)
     }
 
+    #[cfg(feature = "cpu")]
     pub fn cpu_group(n: usize) -> Result<PortableGroup<burn_flex::Flex>> {
         Ok(PortableGroup::new_shared(vec![burn_flex::FlexDevice; n])?)
     }

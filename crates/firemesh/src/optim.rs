@@ -1,8 +1,7 @@
 //! The optimizer of a run (Burn's SGD with momentum or AdamW, behind one type so that the
 //! training loop is compiled once) and its learning-rate schedule.
 
-pub use firemesh_zoo::OptimizerKind;
-
+use crate::named::{by_name, Named};
 use crate::{Error, Result};
 use burn::module::AutodiffModule;
 use burn::module::ParamId;
@@ -16,6 +15,29 @@ use burn::optim::{
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Record, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
+
+/// The optimizers a run can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// SGD with momentum (and weight decay).
+    Sgd,
+    /// AdamW (decoupled weight decay).
+    Adamw,
+}
+
+impl Named for OptimizerKind {
+    const WHAT: &'static str = "optimizer";
+    const ALL: &'static [Self] = &[Self::Sgd, Self::Adamw];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sgd => "sgd",
+            Self::Adamw => "adamw",
+        }
+    }
+}
+
+by_name!(OptimizerKind);
 
 /// SGD with momentum, or AdamW.
 pub enum AnyOptimizer<M: AutodiffModule<B>, B: AutodiffBackend> {
@@ -172,7 +194,7 @@ impl<M: AutodiffModule<B>, B: AutodiffBackend> Optimizer<M, B> for AnyOptimizer<
 }
 
 /// The learning rate's course after the warm-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ScheduleKind {
     /// Linear warm-up, then a cosine decay to zero at the last step.
@@ -180,6 +202,19 @@ pub enum ScheduleKind {
     /// Linear warm-up, then constant.
     Constant,
 }
+
+impl Named for ScheduleKind {
+    const WHAT: &'static str = "schedule";
+    const ALL: &'static [Self] = &[Self::Cosine, Self::Constant];
+    fn name(self) -> &'static str {
+        match self {
+            Self::Cosine => "cosine",
+            Self::Constant => "constant",
+        }
+    }
+}
+
+by_name!(ScheduleKind);
 
 /// The learning rate at each step: linear warm-up from `peak / warmup` to `peak` over the
 /// first `warmup` steps, then constant or a cosine decay that reaches zero after the last step.

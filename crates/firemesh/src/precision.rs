@@ -12,6 +12,7 @@
 //! divided by it again before the update. A step whose gradients hold an inf or a NaN is
 //! skipped and the scale halved; after `growth_interval` clean steps in a row it doubles.
 
+use crate::named::{by_name, Named};
 use crate::{Error, Result};
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
@@ -21,9 +22,7 @@ use burn::tensor::{DType, FloatDType};
 use serde::{Deserialize, Serialize};
 
 /// The precision matrix products and convolutions compute in.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, clap::ValueEnum, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// Everything in f32.
@@ -35,15 +34,21 @@ pub enum Precision {
     F16,
 }
 
-impl Precision {
-    pub fn name(self) -> &'static str {
+impl Named for Precision {
+    const WHAT: &'static str = "precision";
+    const ALL: &'static [Self] = &[Self::F32, Self::Bf16, Self::F16];
+    fn name(self) -> &'static str {
         match self {
             Self::F32 => "f32",
             Self::Bf16 => "bf16",
             Self::F16 => "f16",
         }
     }
+}
 
+by_name!(Precision);
+
+impl Precision {
     /// The dtype products compute in.
     pub fn dtype(self) -> FloatDType {
         match self {
@@ -59,14 +64,8 @@ impl Precision {
     }
 
     /// Checks that the device of every rank (`devices`, in rank order) computes in this
-    /// precision: the one-line error names the first that cannot.
+    /// precision: the error names the first that cannot.
     pub fn check<B: Backend>(self, devices: &[B::Device]) -> Result<()> {
-        self.check_as::<B>(devices, "--precision")
-    }
-
-    /// As [`Precision::check`], the message naming the setting as `setting` (for instance
-    /// `--comm-precision`).
-    pub fn check_as<B: Backend>(self, devices: &[B::Device], setting: &str) -> Result<()> {
         let dtype = DType::from(self.dtype());
         for (rank, device) in devices.iter().enumerate() {
             if !B::supports_dtype(device, dtype) {
@@ -75,21 +74,15 @@ impl Precision {
                     (Self::Bf16, true) => " (WGSL has no bf16 type)",
                     _ => "",
                 };
-                return Err(Error::Invalid(format!(
-                    "{setting} {}: rank {rank}'s device ({}, {device:?}) does not compute in {}{hint}",
-                    self.name(),
-                    B::name(device),
-                    self.name(),
-                )));
+                return Err(Error::PrecisionUnsupported {
+                    precision: self,
+                    rank,
+                    device: format!("{}, {device:?}", B::name(device)),
+                    hint,
+                });
             }
         }
         Ok(())
-    }
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -115,15 +108,10 @@ impl LossScaling {
     /// Checks the values (a scale is a finite positive number; the interval at least 1).
     pub fn validated(self) -> Result<Self> {
         if !(self.initial.is_finite() && self.initial > 0.0) {
-            return Err(Error::Invalid(format!(
-                "the initial loss scale must be a finite positive number, got {}",
-                self.initial
-            )));
+            return Err(Error::LossScale(self.initial));
         }
         if self.growth_interval == 0 {
-            return Err(Error::Invalid(
-                "the loss scale's growth interval must be at least 1 step".into(),
-            ));
+            return Err(Error::GrowthInterval);
         }
         Ok(self)
     }

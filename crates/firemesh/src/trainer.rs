@@ -157,7 +157,7 @@ where
     /// back to f32: PyTorch DDP's bf16 compression. Off (f32) by default. The step's bytes are
     /// in its report (`counts.summed_bytes`). Refused when a rank's device lacks the dtype.
     pub fn with_gradient_wire(mut self, wire: Precision) -> Result<Self> {
-        wire.check_as::<B>(self.device.devices(), "gradient sums in")?;
+        wire.check::<B>(self.device.devices())?;
         let wire = wire.dtype();
         if let Some(sums) = &mut self.sums {
             sums.wire = Some(wire);
@@ -174,11 +174,7 @@ where
         let gather = match stage {
             0 => None,
             1 => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "--zero {stage}: only ZeRO stages 0 and 1 exist here (1: the optimizer state sharded)"
-                )))
-            }
+            _ => return Err(Error::ZeroStage(stage)),
         };
         if let Some(sums) = &mut self.sums {
             sums.reduce = match gather {
@@ -305,9 +301,7 @@ where
         if let Some(seed) = self.seed {
             A::seed(&self.device, step_seed(seed, index));
         }
-        let model = self.model.take().ok_or_else(|| {
-            Error::Invalid("the trainer lost its model in an earlier failed step".into())
-        })?;
+        let model = self.model.take().ok_or(Error::ModelLost)?;
         let (sums, device) = (&self.sums, &self.device);
         let scale = self.scaler.as_ref().map(LossScaler::scale);
         let precision = self.precision;

@@ -10,7 +10,7 @@ use firemesh_gpt::{Gpt, GptConfig, GptError};
 use firemesh_resnet::{ResNet, ResNetConfig, ResNetError};
 
 mod name;
-pub use name::{ModelName, OptimizerKind};
+pub use name::ModelName;
 
 /// A ResNet or a GPT. (One per run: the size difference of the variants does not matter.)
 #[derive(Module, Debug)]

@@ -1,5 +1,5 @@
-//! The zoo's models by name, with the facts that go with each: how it is built, which optimizer
-//! trains it by default, how long its sequences may be, what its throughput counts.
+//! The zoo's models by name, with the facts that go with each: how it is built, how long its
+//! sequences may be, what its throughput counts.
 
 use crate::{NetConfig, ZooError};
 use firemesh_gpt::GptConfig;
@@ -23,16 +23,6 @@ pub enum ModelName {
     GptTiny,
     /// GPT-2 small: 12 layers, 12 heads, width 768, context 1024.
     Gpt2Small,
-}
-
-/// The optimizers the zoo's models train with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum OptimizerKind {
-    /// SGD with momentum (and weight decay).
-    Sgd,
-    /// AdamW (decoupled weight decay).
-    Adamw,
 }
 
 impl ModelName {
@@ -144,15 +134,6 @@ impl fmt::Display for ModelName {
 }
 
 impl NetConfig {
-    /// The optimizer that trains this model unless asked otherwise: SGD with momentum for a
-    /// ResNet (as the ResNet papers), AdamW for a GPT (as GPT-2).
-    pub fn default_optimizer(&self) -> OptimizerKind {
-        match self {
-            Self::ResNet(_) => OptimizerKind::Sgd,
-            Self::Gpt(_) => OptimizerKind::Adamw,
-        }
-    }
-
     /// The longest sequence a GPT takes; `None` for a ResNet.
     pub fn context_length(&self) -> Option<usize> {
         match self {

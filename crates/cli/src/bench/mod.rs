@@ -70,7 +70,7 @@ pub struct BenchOptions {
     pub bucket_mib: f64,
     /// Precisions of firemesh's rows, measured side by side (e.g. f32,bf16); the peers run in
     /// f32. A precision a runtime's devices lack is left out with a note [default: f32].
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::options::named::<Precision>())]
     pub precision: Vec<Precision>,
     /// ZeRO stages of firemesh's rows, measured side by side (e.g. 0,1): 1 shards the
     /// optimizer state over the ranks (its bytes per rank are in the report) [default: 0].

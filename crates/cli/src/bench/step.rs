@@ -3,7 +3,7 @@
 //! `Autodiff<B>` on one device.
 
 use super::{BenchOptions, Sizes};
-use crate::train::ModelName;
+use crate::train::{default_optimizer, ModelName};
 use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::prelude::*;
@@ -84,7 +84,7 @@ impl Work {
     }
 
     fn optimizer<A: AutodiffBackend>(&self) -> AnyOptimizer<Net<A>, A> {
-        AnyOptimizer::new(self.net.default_optimizer(), 0.9, 1e-4)
+        AnyOptimizer::new(default_optimizer(&self.net), 0.9, 1e-4)
     }
 
     /// Rank `rank`'s synthetic batch on `device`, the same at every rank count: the samples
@@ -245,7 +245,7 @@ fn timed_steps<A: AutodiffBackend>(
         let start = Instant::now();
         let mut peak = None;
         let report = trainer.step(|net| {
-            let loss = net.loss(batch)?;
+            let loss = net.loss(batch).map_err(firemesh::Error::model)?;
             // The end of the forward pass holds the activations: sampled on the first step,
             // which is not timed unless there is no warm-up.
             if i == 0 {

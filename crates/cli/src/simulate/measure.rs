@@ -1,7 +1,7 @@
 //! firemesh's own step, counted and timed on a CPU mesh: the simulator's inputs for
 //! `firemesh simulate --firemesh`.
 
-use crate::train::ModelName;
+use crate::train::{default_optimizer, ModelName};
 use crate::Result;
 use burn::backend::Autodiff;
 use burn::prelude::*;
@@ -58,9 +58,9 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
             labels: shard_int(labels, 0)?,
         }
     };
-    let optimizer = AnyOptimizer::new(net_config.default_optimizer(), 0.9, 1e-4);
+    let optimizer = AnyOptimizer::new(default_optimizer(&net_config), 0.9, 1e-4);
     let mut trainer = Trainer::sharded(net, optimizer, &mesh, DEFAULT_BUCKET_BYTES);
-    let step = trainer.step(|net| Ok(net.loss(batch)?))?;
+    let step = trainer.step(|net| net.loss(batch).map_err(firemesh::Error::model))?;
     let mut counts: Vec<usize> = ranks.iter().copied().filter(|&n| n <= 8).collect();
     counts.extend([1, 2, 4, 8]);
     counts.sort_unstable();

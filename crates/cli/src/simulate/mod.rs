@@ -97,7 +97,7 @@ pub struct SimulateOptions {
     pub grad_element_bytes: Option<u64>,
     /// Precision the gradient buckets are summed in, as `firemesh train --comm-precision`:
     /// f32 (4 bytes an element), bf16 or f16 (2).
-    #[arg(long, value_enum, value_name = "PRECISION")]
+    #[arg(long, value_name = "PRECISION", value_parser = crate::options::named::<firemesh::Precision>())]
     pub comm_precision: Option<firemesh::Precision>,
     /// Simulate firemesh's own step: its op count and the BatchNorm sums of a sharded batch,
     /// counted on a CPU mesh here, and its per-op host time measured here plus --launch-us

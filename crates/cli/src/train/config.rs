@@ -11,8 +11,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-pub use firemesh::optim::ScheduleKind;
-pub use firemesh_zoo::{ModelName, OptimizerKind};
+pub use firemesh::optim::{OptimizerKind, ScheduleKind};
+pub use firemesh_zoo::{ModelName, NetConfig};
+
+/// The optimizer that trains `net` unless asked otherwise: SGD with momentum for a ResNet (as
+/// the ResNet papers), AdamW for a GPT (as GPT-2).
+pub fn default_optimizer(net: &NetConfig) -> OptimizerKind {
+    match net {
+        NetConfig::ResNet(_) => OptimizerKind::Sgd,
+        NetConfig::Gpt(_) => OptimizerKind::Adamw,
+    }
+}
 
 /// Where the training data comes from: `synthetic`, `cifar10:DIR` (the binary version),
 /// `images:DIR` (one sub-folder per class, or `train/` and `val/` holding them) or
@@ -149,7 +158,7 @@ pub struct TrainOptions {
     #[arg(long)]
     pub steps: Option<usize>,
     /// Optimizer [default: sgd for a ResNet, adamw for a GPT].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = options::named::<OptimizerKind>())]
     pub optimizer: Option<OptimizerKind>,
     /// Peak learning rate [default: 0.05 for SGD, 0.003 for AdamW].
     #[arg(long)]
@@ -164,7 +173,7 @@ pub struct TrainOptions {
     #[arg(long)]
     pub warmup_steps: Option<usize>,
     /// Learning-rate schedule after the warm-up [default: cosine].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = options::named::<ScheduleKind>())]
     pub schedule: Option<ScheduleKind>,
     /// Seed of the model, the data order and the synthetic data [default: 42].
     #[arg(long)]
@@ -201,11 +210,11 @@ pub struct TrainOptions {
     pub tokenizer: Option<TokenizerSpec>,
     /// Precision of matrix products and convolutions: f32, bf16 (f32 elsewhere) or f16 (f32
     /// elsewhere, with dynamic loss scaling) [default: f32].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = options::named::<Precision>())]
     pub precision: Option<Precision>,
     /// Precision the gradient buckets are summed in: f32, or bf16/f16 (half the bytes on the
     /// wire, the sums cast back to f32) [default: f32].
-    #[arg(long, value_enum, value_name = "PRECISION")]
+    #[arg(long, value_name = "PRECISION", value_parser = options::named::<Precision>())]
     pub comm_precision: Option<Precision>,
     /// ZeRO stage: 0, or 1 (each rank keeps and updates 1/N of the optimizer state; the
     /// parameters are all-gathered after each update) [default: 0].
@@ -359,7 +368,7 @@ impl TrainConfig {
         }
         let optimizer = o
             .optimizer
-            .unwrap_or(model.net(10, 32)?.default_optimizer());
+            .unwrap_or(default_optimizer(&model.net(10, 32)?));
         let length = match (o.epochs, o.steps) {
             (Some(_), Some(_)) => return Err(invalid("give --epochs or --steps, not both")),
             (_, Some(s)) => Length::Steps(at_least_one("--steps", s)?),

@@ -21,7 +21,7 @@ mod stop;
 
 pub use across::join_by_nccl;
 pub use agree::Processes;
-pub use config::{DataSpec, Length, ModelName, TrainConfig, TrainOptions};
+pub use config::{default_optimizer, DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use metrics::{Record, Summary};
@@ -70,14 +70,15 @@ fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
         (config.comm_precision, "--comm-precision"),
     ];
     for (precision, setting) in settings {
-        match &mesh {
-            DeviceMesh::Cuda(d) => precision.check_as::<burn_cuda::Cuda>(d, setting)?,
-            DeviceMesh::Wgpu(d) => precision.check_as::<burn_wgpu::Wgpu>(d, setting)?,
+        let checked = match &mesh {
+            DeviceMesh::Cuda(d) => precision.check::<burn_cuda::Cuda>(d),
+            DeviceMesh::Wgpu(d) => precision.check::<burn_wgpu::Wgpu>(d),
             DeviceMesh::Cpu { ranks, .. } => {
                 let devices = vec![burn_flex::FlexDevice; *ranks];
-                precision.check_as::<burn_flex::Flex>(&devices, setting)?
+                precision.check::<burn_flex::Flex>(&devices)
             }
-        }
+        };
+        checked.map_err(|e| Error::in_setting(setting, e))?;
     }
     Ok((mesh, seq_len))
 }

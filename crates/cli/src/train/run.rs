@@ -1,7 +1,7 @@
 //! The training loop, for any inner backend: `Autodiff<Sharded<B>>` with the parameters
 //! replicated over the ranks and each batch sharded over them. Gradients are summed over the
-//! ranks before the optimizer step, so the optimizer state is replicated and a checkpoint holds
-//! exactly what the next step needs.
+//! ranks before the optimizer step; the optimizer state is replicated, or sharded over the
+//! ranks under ZeRO-1 (`--zero 1`). A checkpoint holds exactly what the next step needs.
 
 use super::agree::Processes;
 use super::charts;
@@ -18,18 +18,32 @@ use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use firemesh::checkpoint::{Checkpoint, CheckpointDir, Header};
+use firemesh::optim::OptimizerKind;
 use firemesh::optim::{AnyOptimizer, Schedule};
 use firemesh::precision::ScalerState;
 use firemesh::{Precision, Trainer};
 use firemesh_backend::{from_shards, from_shards_int, Mesh, MeshBackend, Route, Sharded};
+use firemesh_datasets::SamplerPosition;
 use firemesh_gpt::Sampling;
 use firemesh_zoo::{Batch, EvalCounts, Net, NetConfig};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 type Ad<B> = Autodiff<Sharded<B>>;
 type Bytes = BinBytesRecorder<FullPrecisionSettings>;
+
+/// What a checkpoint of `firemesh train` says of its run, beside the library's header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub model: super::ModelName,
+    /// The model's configuration: checkpoints only load into the same shapes.
+    pub model_config: String,
+    pub optimizer: OptimizerKind,
+    /// Where the next batch comes from.
+    pub position: SamplerPosition,
+}
 
 /// A run, checked and ready: everything but the mesh's backend.
 pub struct Job {
@@ -95,7 +109,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let (mut start, mut samples_seen, mut resumed_from) = (0, 0u64, None);
     let mut scaler_state: Option<ScalerState> = None;
     if c.resume {
-        match checkpoints.newest_valid(|w| eprintln!("warning: {w}")) {
+        match checkpoints.newest_valid::<RunMeta>(|w| eprintln!("warning: {w}")) {
             Some((path, ckpt)) => {
                 check_resumable(&job, &ckpt.header, &path, ranks)?;
                 let record =
@@ -146,7 +160,11 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     if !c.early_buckets {
         trainer = trainer.without_early_buckets();
     }
-    if lead && c.zero == 1 && c.optimizer == firemesh_zoo::OptimizerKind::Sgd && c.momentum == 0.0 {
+    if lead
+        && c.zero == 1
+        && c.optimizer == firemesh::optim::OptimizerKind::Sgd
+        && c.momentum == 0.0
+    {
         println!(
             "note: --zero 1: SGD without momentum keeps no state, so there is nothing to shard"
         );
@@ -199,7 +217,7 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         let epoch = batch_in.position.epoch;
         let samples = batch_in.samples;
         let batch = to_mesh::<Ad<B>>(&mesh, batch_in.parts)?;
-        let report = trainer.step(|model| Ok(model.loss(batch)?))?;
+        let report = trainer.step(|model| model.loss(batch).map_err(firemesh::Error::model))?;
         let (loss, lr, counts) = (report.loss, report.lr, report.counts);
         let (loss_scale, skipped) = (report.loss_scale, report.skipped);
         comm_bytes = counts.summed_bytes;
@@ -272,11 +290,13 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         // ZeRO-1's optimizer state, gathers it across the processes); process 0 writes it.
         if checkpoint_due {
             let header = Header {
-                model: c.model,
-                model_config: job.net.fingerprint(),
-                optimizer: c.optimizer,
+                run: RunMeta {
+                    model: c.model,
+                    model_config: job.net.fingerprint(),
+                    optimizer: c.optimizer,
+                    position: job.order.position(done),
+                },
                 step: done,
-                position: job.order.position(done),
                 schedule,
                 seed: c.seed,
                 ranks,
@@ -414,25 +434,30 @@ fn params_digest<B: Backend>(model: &Net<Ad<B>>) -> String {
     format!("{:08x}", digest.0.finalize())
 }
 
-fn check_resumable(job: &Job, h: &Header, path: &std::path::Path, ranks: usize) -> Result<()> {
+fn check_resumable(
+    job: &Job,
+    h: &Header<RunMeta>,
+    path: &std::path::Path,
+    ranks: usize,
+) -> Result<()> {
     let c = &job.config;
     let fingerprint = job.net.fingerprint();
-    if h.model != c.model || h.model_config != fingerprint {
+    if h.run.model != c.model || h.run.model_config != fingerprint {
         return Err(Error::checkpoint(format!(
             "{} is a checkpoint of {} ({}), not of this run's {} ({fingerprint})",
             path.display(),
-            h.model,
-            h.model_config,
+            h.run.model,
+            h.run.model_config,
             c.model
         )));
     }
-    if h.batch != c.batch || h.seed != c.seed || h.optimizer != c.optimizer {
+    if h.batch != c.batch || h.seed != c.seed || h.run.optimizer != c.optimizer {
         return Err(Error::checkpoint(format!(
-            "{} was written by a run with --batch {} --seed {} --optimizer {:?}; resume with the same",
+            "{} was written by a run with --batch {} --seed {} --optimizer {}; resume with the same",
             path.display(),
             h.batch,
             h.seed,
-            h.optimizer
+            h.run.optimizer
         )));
     }
     if h.precision != c.precision {

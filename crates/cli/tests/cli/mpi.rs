@@ -135,7 +135,7 @@ fn args(line: &str, run_dir: &Path) -> Vec<String> {
 /// The final parameters of `run_dir`'s newest checkpoint, in module order.
 fn final_params(run_dir: &Path, model: ModelName, classes: usize, image_size: usize) -> Vec<f32> {
     let (_, ckpt) = CheckpointDir::new(run_dir)
-        .newest_valid(|w| panic!("{w}"))
+        .newest_valid::<serde_json::Value>(|w| panic!("{w}"))
         .expect("a checkpoint");
     let device = FlexDevice;
     let net = model.config(classes, image_size, classes).unwrap();

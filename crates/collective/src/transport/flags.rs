@@ -16,7 +16,7 @@ use cubecl::server::Handle;
 
 /// Whether a flag holding `seen` has reached `wanted` (see the module docs); what the wait
 /// kernel computes on the device.
-#[cfg(test)]
+#[cfg(all(test, feature = "wgpu"))]
 fn reached(seen: u32, wanted: u32) -> bool {
     seen.wrapping_sub(wanted) < 1 << 31
 }
@@ -167,7 +167,7 @@ impl<R: Runtime> Drop for FlagWait<R> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "wgpu"))]
 mod tests {
     use super::*;
     use crate::kernels;

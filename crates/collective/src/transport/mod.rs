@@ -2,16 +2,25 @@
 //! what moves where) and from the kernels (which reduce what arrived).
 
 mod client_copy;
+#[cfg(feature = "cuda")]
 mod cuda_driver;
+#[cfg(feature = "cuda")]
 mod cuda_peer;
+#[cfg(feature = "cuda")]
 mod cuda_stream;
+// The flags order copies that are still moving; only CUDA's stream-ordered copies make them.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod flags;
+#[cfg(feature = "wgpu")]
 mod wgpu_staged;
 
 pub use client_copy::ClientCopy;
+#[cfg(feature = "cuda")]
 pub use cuda_peer::CudaPeerCopy;
+#[cfg(feature = "cuda")]
 pub use cuda_stream::{synchronous_fallbacks, CudaStreamCopy};
 pub use flags::FlagWait;
+#[cfg(feature = "wgpu")]
 pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 
 use crate::error::{catch_runtime, try_runtime};
@@ -113,6 +122,7 @@ pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable>;
 }
 
+#[cfg(feature = "wgpu")]
 impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
     /// Synchronous whatever `config.transfer` asks: a wgpu transfer is a blocking read-back,
     /// which waits for every kernel queued on the source.
@@ -125,6 +135,7 @@ impl CollectiveRuntime for cubecl::wgpu::WgpuRuntime {
     }
 }
 
+#[cfg(feature = "cuda")]
 impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
     /// [`CudaPeerCopy`] (each transfer waits for both devices) or [`CudaStreamCopy`] (nothing
     /// waits on the host).

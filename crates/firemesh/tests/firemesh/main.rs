@@ -1,7 +1,9 @@
 //! The tests of the firemesh library, in one binary. (The command line's are in crates/cli.)
 
 mod alloc;
+mod features;
 mod mesh;
+mod named;
 mod precision;
 mod step;
 mod world;

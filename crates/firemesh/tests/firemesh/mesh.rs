@@ -15,7 +15,10 @@ fn mesh_discovery_explains_its_choice() {
                 other => panic!("GPUs present but auto chose {}", other.describe()),
             }
             let more = Some(gpus.len() + 1);
-            assert!(DeviceMesh::discover(MeshKind::Cuda, more, false).is_err());
+            assert!(matches!(
+                DeviceMesh::discover(MeshKind::Cuda, more, false),
+                Err(firemesh::Error::TooFewGpus { found, .. }) if found == gpus.len()
+            ));
             assert!(DeviceMesh::discover(MeshKind::Cuda, more, true).is_ok());
         }
         Err(reason) => {
@@ -37,9 +40,23 @@ fn mesh_discovery_explains_its_choice() {
     }
     let cpu = DeviceMesh::discover(MeshKind::Cpu, Some(3), false).unwrap();
     assert_eq!(cpu.describe(), "a CPU mesh of 3 rank(s)");
-    assert!(DeviceMesh::discover(MeshKind::Cpu, Some(0), false).is_err());
+    assert!(matches!(
+        DeviceMesh::discover(MeshKind::Cpu, Some(0), false),
+        Err(firemesh::Error::NoRanks)
+    ));
     let err = DeviceMesh::discover(MeshKind::Cpu, Some(65), false)
         .err()
         .unwrap();
-    assert!(err.to_string().contains("at most 64"), "{err}");
+    assert!(
+        matches!(
+            err,
+            firemesh::Error::TooManyRanks {
+                asked: 65,
+                most: 64,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), "65 ranks: a CPU mesh has at most 64");
 }

@@ -365,8 +365,9 @@ fn a_failed_loss_leaves_the_trainer_as_it_was() {
     let before = params(&many);
     let mut trainer =
         Trainer::sharded(many, SgdConfig::new().init::<Ad, ResNet<Ad>>(), &mesh, 3000);
-    let failed = trainer.step(|_| Err(firemesh::Error::Invalid("no batch".into())));
-    assert!(matches!(failed, Err(firemesh::Error::Invalid(ref m)) if m == "no batch"));
+    let no_batch = std::io::Error::new(std::io::ErrorKind::NotFound, "no batch");
+    let failed = trainer.step(|_| Err(firemesh::Error::model(no_batch)));
+    assert!(matches!(failed, Err(firemesh::Error::Model(ref e)) if e.to_string() == "no batch"));
     assert_eq!(trainer.steps_done(), 0);
     assert_eq!(params(trainer.model()), before);
 }
