@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The same jobs in f32, bf16 and f16 on small real data, compared (issue 31): the UCI optical
+# The same jobs in f32, bf16 and f16 on small real data, compared: the UCI optical
 # digits (1,797 8×8 images, as scikit-learn ships them: its wheel is fetched from PyPI with pip,
 # not installed) and the licence texts under /usr/share/common-licenses (112 KB of English).
 # Writes benches/results/precision/{digits,text}.md and their loss charts, and seeds.md: the

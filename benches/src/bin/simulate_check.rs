@@ -633,7 +633,7 @@ fn ddp_part() -> (String, Vec<BucketRow>) {
         "## 2. Bucket size in the PyTorch DDP paper's setting\n\n\
          Li et al. (VLDB 2020) measured DDP's per-iteration time against the bucket size for \
          ResNet-50 and BERT on 16 and 32 V100s with NCCL and found the best buckets at tens of \
-         MB (DDP's default is 25 MB; as summarized in issue 30, the paper's figures are not \
+         MB (DDP's default is 25 MB; the paper's figures are quoted from its text and not \
          re-checked against a stored copy here). Here: ResNet-50 from NVIDIA's published one-V100 figures \
          (mixed precision: 1,200 img/s at 256; FP32: 367 img/s at 112), servers of eight V100 on \
          NVLink 2 with one 100 Gb/s port each (the paper's cluster as read from it, not \

@@ -1,5 +1,5 @@
 //! A minimal reproduction, with CubeCL alone, of the wrong element that firemesh met when
-//! collectives and Burn ops shared wgpu devices (issue 28). Run it with
+//! collectives and Burn ops shared wgpu devices ([`firemesh_collective::stream`]). Run it with
 //! `cargo run -p firemesh-collective --example cubecl_stream_reuse` (needs a wgpu adapter; Mesa's
 //! lavapipe will do).
 //!

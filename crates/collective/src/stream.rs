@@ -12,7 +12,8 @@
 //!   without that kernel being run first (a read flushes only the reader's and the owner's
 //!   streams).
 //!
-//! Both returned wrong elements in firemesh's tests (issue 28). On one stream per device, every
+//! Both returned wrong elements in firemesh's tests (`crates/backend/tests/backend/stress.rs`
+//! checks it). On one stream per device, every
 //! launch, copy, read and free is ordered as it was issued.
 //!
 //! A buffer made elsewhere (a tensor the caller made on its own thread's stream) crosses once, at

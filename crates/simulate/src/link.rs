@@ -203,7 +203,7 @@ pub enum Levels {
     /// each rank's block summed across the nodes through its own port (ranks sharing the
     /// node's ports when there are fewer), and an in-node all-gather.
     NodeBlocks,
-    /// firemesh across processes as built (stop 43): the node's ranks reduce-scatter the sum,
+    /// firemesh across processes as built: the node's ranks reduce-scatter the sum,
     /// each rank reads its block to the host over its own host link, the node's buffer goes
     /// through the node's first GPU to NCCL (copied up, exchanged, copied back: 3 buffers
     /// through that GPU's host link) and across the nodes with a ring's bytes through one port,

@@ -1,5 +1,5 @@
 //! Burn ops and collectives on the same CubeCL devices from several threads at once, for a
-//! bounded time (issue 28): the wrong element that collectives met beside Burn ops came from
+//! bounded time: the wrong element that collectives met beside Burn ops came from
 //! buffers that crossed CubeCL streams. Every result is checked exactly.
 //!
 //! Five threads share the devices:

@@ -9,9 +9,11 @@
 mod across;
 pub mod agree;
 pub(crate) mod charts;
+mod command;
 pub mod config;
 mod data;
 mod gpu;
+mod join;
 mod memory;
 mod metrics;
 mod pipeline;
@@ -21,6 +23,7 @@ mod stop;
 
 pub use across::join_by_nccl;
 pub use agree::Processes;
+pub use command::{Joined, TrainCommand};
 pub use config::{default_optimizer, DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};

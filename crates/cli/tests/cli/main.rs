@@ -8,6 +8,7 @@ mod deploy;
 mod gpu_check;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod readme;
 mod resume;
 mod simulate;
 mod sources;
