@@ -275,12 +275,10 @@ publish() {
     local file=$TABLES/$1 archive=$OUT/results-$PHASE.tar.gz
     (cd "$TABLES" && find . \( -name '*.json' -o -name '*.png' \) -print | tar -czf "$SCRATCH/results.tar.gz" -T -) 2>/dev/null &&
         mv "$SCRATCH/results.tar.gz" "$archive"
-    {
-        echo
-        echo "# $2"
-        echo
-        if [ -f "$file" ]; then cat "$file"; else echo "(no table: see $PHASE.log)"; fi
-    } >>"$OUT/tables-$PHASE.md"
+    # One write: a reader (or a kill) between the heading and its table sees neither.
+    local table="(no table: see $PHASE.log)"
+    [ -f "$file" ] && table=$(cat "$file")
+    printf '\n# %s\n\n%s\n' "$2" "$table" >>"$OUT/tables-$PHASE.md"
 }
 
 # The helpers steps call (exported to their shells with `declare -f`).
