@@ -171,10 +171,9 @@ where
     /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
     /// and 3 (sharded gradients and parameters) are refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
-        let gather = match stage {
+        let gather = match crate::zero::stage(stage)? {
             0 => None,
-            1 => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),
-            _ => return Err(Error::ZeroStage(stage)),
+            _ => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),
         };
         if let Some(sums) = &mut self.sums {
             sums.reduce = match gather {

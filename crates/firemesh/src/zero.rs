@@ -15,6 +15,7 @@
 //! step slices it again, on whatever rank count the run resumes.
 
 use crate::optim::AnyOptimizer;
+use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWState, GradientsParams, Optimizer};
@@ -27,6 +28,15 @@ use firemesh_backend::{placement, redistribute, Placement, Sharded, ShardedTenso
 use std::collections::HashMap;
 
 type Ad<B> = Autodiff<Sharded<B>>;
+
+/// `stage`, if it is a ZeRO stage built here: 0 (the optimizer state on every rank) or 1 (each
+/// rank keeps its `Shard(0)` block of it). The one check of a stage, for every program.
+pub fn stage(stage: u8) -> Result<u8> {
+    match stage {
+        0 | 1 => Ok(stage),
+        _ => Err(Error::ZeroStage(stage)),
+    }
+}
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks into `Shard(0)` blocks, in
 /// buckets of `bucket_bytes` reduce-scattered (in `wire` if given), after closing the `early`

@@ -211,10 +211,8 @@ fn check(o: &BenchOptions) -> Result<()> {
     o.image_size.map(options::image_size).transpose()?;
     o.seq_len.map(options::seq_len).transpose()?;
     firemesh::grads::bucket_bytes(o.bucket_mib)?;
-    if let Some(z) = o.zero.iter().find(|&&z| z > 1) {
-        return bad(format!(
-            "--zero {z}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
-        ));
+    for &z in &o.zero {
+        firemesh::zero::stage(z)?;
     }
     Ok(())
 }

@@ -448,14 +448,7 @@ impl TrainConfig {
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
             precision: o.precision.unwrap_or_default(),
             comm_precision: o.comm_precision.unwrap_or_default(),
-            zero: match o.zero.unwrap_or(0) {
-                z @ (0 | 1) => z,
-                z => {
-                    return Err(Error::Invalid(format!(
-                        "--zero {z}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
-                    )))
-                }
-            },
+            zero: firemesh::zero::stage(o.zero.unwrap_or(0))?,
             loss_scaling,
             bucket_bytes,
             early_buckets: !o.late_buckets,

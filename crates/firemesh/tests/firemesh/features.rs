@@ -9,7 +9,6 @@ fn dependencies(features: &[&str]) -> Vec<String> {
     let mut command = Command::new(cargo);
     command.current_dir(env!("CARGO_MANIFEST_DIR")).args([
         "tree",
-        "--offline",
         "--locked",
         "-p",
         "firemesh",
