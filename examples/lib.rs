@@ -1,6 +1,6 @@
-//! What the examples share: the options and exit code of the training examples, and a small
-//! 2-D classification problem (interleaved spirals) with the small network that learns it in
-//! seconds on a CPU.
+//! What the examples share: the devices option of the training examples and their held-out
+//! samples, and a small 2-D classification problem (interleaved spirals) with the small network
+//! that learns it in seconds on a CPU.
 //!
 //! The examples themselves are beside this file; run one with
 //! `cargo run -p firemesh-examples --example NAME` (`data_parallel`, `train_resnet`,
@@ -10,29 +10,32 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
-use clap::Parser;
-use firemesh_cli::train::TrainOptions;
-use std::process::ExitCode;
+use firemesh::mesh::{DeviceMesh, MeshKind};
 
-/// The options of `firemesh train`, from the command line and its `--config` file.
-pub fn train_options() -> firemesh_cli::Result<TrainOptions> {
-    #[derive(Parser)]
-    struct Args {
-        #[command(flatten)]
-        options: TrainOptions,
-    }
-    Args::parse().options.with_config_file()
+/// Which devices the training examples run on: `firemesh train`'s `--mesh` and `--ranks`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Devices {
+    /// auto (CUDA GPUs when they can run kernels, else the CPU), cuda, wgpu or cpu.
+    #[arg(long, default_value = "auto")]
+    pub mesh: MeshKind,
+    /// Ranks [default: one per GPU, or 4 on the CPU].
+    #[arg(long)]
+    pub ranks: Option<usize>,
 }
 
-/// The exit code of a run: failure after printing the error on one line.
-pub fn exit_code(result: firemesh_cli::Result<()>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+impl Devices {
+    /// The devices found, said on the terminal.
+    pub fn discover(&self) -> firemesh::Result<DeviceMesh> {
+        let found = DeviceMesh::discover(self.mesh, self.ranks, false)?;
+        println!("training on {}", found.describe());
+        Ok(found)
     }
+}
+
+/// Whether sample `index` is held out of training: every 8th one, for the accuracy or
+/// perplexity a run reports.
+pub fn held_out(index: usize) -> bool {
+    index % 8 == 7
 }
 
 /// A two-layer perceptron for the spirals: 2 features, 64 hidden units, a logit per class. An

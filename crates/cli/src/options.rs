@@ -1,12 +1,14 @@
 //! What several subcommands share: the options declared once here ([`RuntimeOptions`] for
-//! train, bench and demo; [`MeshOptions`] for train and demo), and one check for each value
-//! that several subcommands take, whichever subcommand (or config file) it comes from.
+//! train, bench and demo; [`MeshOptions`] for train and demo; [`StepOptions`] for train, bench
+//! and simulate), and one check for each value that several subcommands take, whichever
+//! subcommand (or config file) it comes from.
 
 use crate::{Error, Result};
 use firemesh::backend::MeshConfig;
 use firemesh::collective::Transfer;
 use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
 use firemesh::named::Named;
+use firemesh::Precision;
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -84,6 +86,44 @@ impl MeshOptions {
     pub fn discover(&self) -> Result<DeviceMesh> {
         let kind = self.mesh.unwrap_or(MeshKind::Auto);
         Ok(DeviceMesh::discover(kind, self.ranks, self.share_devices)?)
+    }
+}
+
+/// How a step sums its gradients over the ranks: `firemesh train`, `bench` and `simulate` take
+/// these, each with one default (the library's). A config file of `firemesh train` takes the
+/// same keys.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct StepOptions {
+    /// Gradients are summed over the ranks in buckets of this many MiB [default: 25, as
+    /// PyTorch DDP's].
+    #[arg(long, value_name = "MIB")]
+    pub bucket_mib: Option<f64>,
+    /// Precision the gradient buckets are summed in: f32, or bf16/f16 (half the bytes on the
+    /// wire, the sums cast back to f32) [default: f32].
+    #[arg(long, value_name = "PRECISION", value_parser = named::<Precision>())]
+    pub comm_precision: Option<Precision>,
+}
+
+impl StepOptions {
+    /// The bytes of a gradient bucket, checked.
+    pub fn bucket_bytes(&self) -> Result<usize> {
+        Ok(match self.bucket_mib {
+            Some(mib) => firemesh::grads::bucket_bytes(mib)?,
+            None => firemesh::grads::DEFAULT_BUCKET_BYTES,
+        })
+    }
+
+    /// The bucket size in MiB, as asked or the default.
+    pub fn bucket_mib(&self) -> f64 {
+        let mib = (1u64 << 20) as f64;
+        self.bucket_mib
+            .unwrap_or(firemesh::grads::DEFAULT_BUCKET_BYTES as f64 / mib)
+    }
+
+    /// The precision of the gradient sums (f32 unless asked).
+    pub fn comm_precision(&self) -> Precision {
+        self.comm_precision.unwrap_or(Precision::F32)
     }
 }
 

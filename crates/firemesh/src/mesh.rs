@@ -112,6 +112,13 @@ pub enum DeviceMesh {
     },
 }
 
+/// Work written once for every inner backend, run on the mesh of the devices a program found
+/// ([`DeviceMesh::run`]): Rust has no closures generic over a type, so this trait stands in.
+pub trait MeshJob {
+    type Output;
+    fn run<B: Backend>(self, mesh: Mesh<B::Device>) -> Self::Output;
+}
+
 /// Which kind of mesh to build (`auto`, `cuda`, `wgpu` or `cpu` as text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -229,6 +236,26 @@ impl DeviceMesh {
             feature: "wgpu",
         }
         .into())
+    }
+
+    /// Builds the mesh of these devices as `runtime` says and runs `job` on it, with the inner
+    /// backend of their runtime: Burn's CUDA, wgpu or Flex (CPU) backend. This is how a program
+    /// writes its training once, generic over the backend, for whatever devices it finds.
+    pub fn run<J: MeshJob>(&self, runtime: &RuntimeConfig, job: J) -> Result<J::Output> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Self::Cuda(d) => Ok(job.run::<burn_cuda::Cuda>(runtime.cuda_mesh(d)?)),
+            #[cfg(feature = "wgpu")]
+            Self::Wgpu(d) => Ok(job.run::<burn_wgpu::Wgpu>(runtime.wgpu_mesh(d)?)),
+            #[cfg(feature = "cpu")]
+            Self::Cpu { ranks, .. } => Ok(job.run::<burn_flex::Flex>(runtime.cpu_mesh(*ranks)?)),
+            #[cfg(not(feature = "cpu"))]
+            Self::Cpu { .. } => Err(Unavailable::NotBuilt {
+                runtime: "the CPU",
+                feature: "cpu",
+            }
+            .into()),
+        }
     }
 
     /// Number of ranks.

@@ -15,7 +15,7 @@ mod step;
 
 pub use report::{source_commit, BenchReport, Row, Setup, Variant};
 
-use crate::options::{self, at_least_one};
+use crate::options::{self, at_least_one, StepOptions};
 use crate::train::ModelName;
 use crate::{Error, Result};
 use burn::tensor::backend::Backend;
@@ -65,9 +65,8 @@ pub struct BenchOptions {
     /// taken repeat by repeat and reported with its spread (3 or more give one).
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Gradient bucket size in MiB.
-    #[arg(long, default_value_t = 25.0)]
-    pub bucket_mib: f64,
+    #[command(flatten)]
+    pub sums: StepOptions,
     /// Precisions of firemesh's rows, measured side by side (e.g. f32,bf16); the peers run in
     /// f32. A precision a runtime's devices lack is left out with a note [default: f32].
     #[arg(long, value_delimiter = ',', value_parser = crate::options::named::<Precision>())]
@@ -210,7 +209,7 @@ fn check(o: &BenchOptions) -> Result<()> {
         .transpose()?;
     o.image_size.map(options::image_size).transpose()?;
     o.seq_len.map(options::seq_len).transpose()?;
-    firemesh::grads::bucket_bytes(o.bucket_mib)?;
+    o.sums.bucket_bytes()?;
     for &z in &o.zero {
         firemesh::zero::stage(z)?;
     }
@@ -382,6 +381,10 @@ fn measure<B: Backend>(
     }
     zeros.dedup();
     let first_mesh = mesh(plan.ranks[0])?;
+    // The gradient sums' precision is the same in every row: a runtime that lacks it is an error.
+    let wire = work.comm_precision;
+    wire.check::<B>(first_mesh.devices())
+        .map_err(|e| Error::in_setting("--comm-precision", e))?;
     precisions.retain(|p| match p.check::<B>(first_mesh.devices()) {
         Ok(()) => true,
         Err(e) => {

@@ -413,6 +413,8 @@ pub struct BenchReport {
     /// Times each setup was measured, setups taking turns.
     pub repeats: usize,
     pub bucket_mib: f64,
+    /// The precision firemesh's rows summed their gradient buckets in.
+    pub comm_precision: Precision,
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
 }
@@ -448,7 +450,8 @@ impl BenchReport {
             steps: o.steps,
             warmup: o.warmup,
             repeats: o.repeats,
-            bucket_mib: o.bucket_mib,
+            bucket_mib: o.sums.bucket_mib(),
+            comm_precision: o.sums.comm_precision(),
             rows,
             notes,
         }
@@ -464,7 +467,7 @@ impl BenchReport {
              Devices: {}.\n\n\
              Synthetic data; weak scaling (each rank trains the same per-rank batch at every N); \
              {} repeat(s) of every setup, setups taking turns, each of {} timed steps after {} \
-             warm-up step(s); gradient buckets of {} MiB. Step times (median of every timed \
+             warm-up step(s); gradient buckets of {} MiB summed in {}. Step times (median of every timed \
              step) and throughputs are absolute figures of this machine; efficiencies and `vs` \
              columns are ratios within this run, taken repeat by repeat: their median, ± the \
              interquartile range over repeats as a share of it. ⚑ marks a ratio whose spread \
@@ -482,6 +485,7 @@ impl BenchReport {
             self.steps,
             self.warmup,
             self.bucket_mib,
+            self.comm_precision,
             100.0 * UNSTEADY
         );
         let mut groups: Vec<(Runtime, ModelName)> = Vec::new();

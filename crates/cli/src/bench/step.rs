@@ -33,6 +33,8 @@ pub struct Work {
     pub image_size: usize,
     pub seq_len: usize,
     pub bucket_bytes: usize,
+    /// The precision firemesh's rows sum their gradient buckets in.
+    pub comm_precision: Precision,
     pub warmup: usize,
     pub steps: usize,
 }
@@ -68,7 +70,8 @@ impl Work {
             per_rank,
             image_size: sizes.image_size,
             seq_len,
-            bucket_bytes: firemesh::grads::bucket_bytes(o.bucket_mib)?,
+            bucket_bytes: o.sums.bucket_bytes()?,
+            comm_precision: o.sums.comm_precision(),
             warmup: o.warmup,
             steps: o.steps,
         })
@@ -171,6 +174,9 @@ pub fn sharded<B: Backend>(
     let mut trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes)
         .with_precision(precision)?
         .with_zero(zero)?;
+    if work.comm_precision != Precision::F32 {
+        trainer = trainer.with_gradient_wire(work.comm_precision)?;
+    }
     let mut m = timed_steps::<Ad<B>>(mesh, &mut trainer, batch, memory, work, label)?;
     let state = firemesh::zero::state_bytes_per_rank(trainer.optimizer(), trainer.model());
     m.optimizer_state_bytes_per_rank = state.and_then(|s| s.into_iter().max()).map(|b| b as u64);

@@ -8,7 +8,6 @@ use burn::prelude::*;
 use burn_flex::{Flex, FlexDevice};
 use firemesh::optim::AnyOptimizer;
 use firemesh::Trainer;
-use firemesh_backend::buckets::DEFAULT_BUCKET_BYTES;
 use firemesh_backend::{shard, shard_int, Mesh, Sharded};
 use firemesh_zoo::Batch;
 use serde::Serialize;
@@ -38,7 +37,11 @@ pub struct FiremeshStep {
 /// Counts one training step of `model` on a 2-rank CPU mesh (a small batch: the op count does
 /// not depend on its size; the ResNets take the CIFAR stem, two ops fewer than the ImageNet
 /// stem's max-pool and its gradient) and times one small op for rank counts up to 8.
-pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<FiremeshStep> {
+pub fn measure_firemesh_step(
+    model: ModelName,
+    ranks: &[usize],
+    bucket_bytes: usize,
+) -> Result<FiremeshStep> {
     type Ad = Autodiff<Sharded<Flex>>;
     let mesh = Mesh::replicate(FlexDevice, 2)?;
     let net_config = model.config(10, 16, 256)?;
@@ -59,7 +62,7 @@ pub fn measure_firemesh_step(model: ModelName, ranks: &[usize]) -> Result<Fireme
         }
     };
     let optimizer = AnyOptimizer::new(default_optimizer(&net_config), 0.9, 1e-4);
-    let mut trainer = Trainer::sharded(net, optimizer, &mesh, DEFAULT_BUCKET_BYTES);
+    let mut trainer = Trainer::sharded(net, optimizer, &mesh, bucket_bytes);
     let step = trainer.step(|net| net.loss(batch).map_err(firemesh::Error::model))?;
     let mut counts: Vec<usize> = ranks.iter().copied().filter(|&n| n <= 8).collect();
     counts.extend([1, 2, 4, 8]);

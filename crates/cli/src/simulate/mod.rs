@@ -6,6 +6,7 @@ mod report;
 
 pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, FiremeshStep};
 
+use crate::options::StepOptions;
 use crate::train::ModelName;
 use crate::{Error, Result};
 use firemesh_simulate::{
@@ -36,11 +37,12 @@ pub struct SimulateOptions {
     /// and H200: give --throughput).
     #[arg(long, default_value = "a100")]
     pub gpu: String,
-    /// Precision of the published one-GPU figure: amp (mixed), tf32 (A100) or fp32 (V100).
-    #[arg(long, default_value = "amp")]
-    pub precision: String,
+    /// Which of NVIDIA's published one-GPU figures of --gpu: amp (mixed precision), tf32 (A100)
+    /// or fp32 (V100). (Not `firemesh train --precision`: these are the published runs' modes.)
+    #[arg(long, default_value = "amp", value_name = "amp|tf32|fp32")]
+    pub published_precision: String,
     /// One device's measured training throughput, images/s or tokens/s [default for ResNet-50
-    /// at 224 px: the published figure of --gpu and --precision, 2,470 images/s for an A100 in
+    /// at 224 px: the published figure of --gpu and --published-precision, 2,470 images/s for an A100 in
     /// mixed precision].
     #[arg(long)]
     pub throughput: Option<f64>,
@@ -83,9 +85,8 @@ pub struct SimulateOptions {
     /// Rank counts to predict.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
     pub ranks: Vec<usize>,
-    /// Gradient bucket size in MiB (25: PyTorch DDP's default).
-    #[arg(long, default_value_t = 25.0)]
-    pub bucket_mib: f64,
+    #[command(flatten)]
+    pub sums: StepOptions,
     /// Spread (coefficient of variation) of one rank's step time, if you measured it: a
     /// synchronous step waits for the slowest rank. No published figure is built in, so the
     /// default is 0: ranks that never differ.
@@ -95,10 +96,6 @@ pub struct SimulateOptions {
     /// [default: 4, or 2 with --comm-precision bf16 or f16].
     #[arg(long, conflicts_with = "comm_precision")]
     pub grad_element_bytes: Option<u64>,
-    /// Precision the gradient buckets are summed in, as `firemesh train --comm-precision`:
-    /// f32 (4 bytes an element), bf16 or f16 (2).
-    #[arg(long, value_name = "PRECISION", value_parser = crate::options::named::<firemesh::Precision>())]
-    pub comm_precision: Option<firemesh::Precision>,
     /// Simulate firemesh's own step: its op count and the BatchNorm sums of a sharded batch,
     /// counted on a CPU mesh here, and its per-op host time measured here plus --launch-us
     /// per rank and op.
@@ -159,10 +156,10 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         crate::options::at_least_one("--batch", batch)?;
     }
     let gpu = Gpu::preset(&o.gpu).map_err(|e| Error::Invalid(format!("--gpu: {e}")))?;
-    if !["amp", "tf32", "fp32"].contains(&o.precision.to_ascii_lowercase().as_str()) {
+    if !["amp", "tf32", "fp32"].contains(&o.published_precision.to_ascii_lowercase().as_str()) {
         return Err(Error::Invalid(format!(
-            "--precision {:?}: amp, tf32 or fp32",
-            o.precision
+            "--published-precision {:?}: amp, tf32 or fp32",
+            o.published_precision
         )));
     }
     let (mut profile, source, workload, published) = profile(o, gpu)?;
@@ -177,7 +174,7 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
     if o.firemesh {
         // firemesh's host time per op, measured here as benches/results/op_host_time.md
         // records it (Sharded<Flex>, ranks in turn or on rank threads), plus one launch.
-        let measured = measure_firemesh_step(o.model, &o.ranks)?;
+        let measured = measure_firemesh_step(o.model, &o.ranks, o.sums.bucket_bytes()?)?;
         profile.ops_per_step = measured.ops_per_step as usize;
         profile.blocking_sums = measured.blocking_sums as usize;
         profile.blocking_sum_bytes = workload.as_ref().map(mean_batch_norm_bytes).unwrap_or(0.0);
@@ -247,7 +244,7 @@ fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
     let published_shape =
         o.model == ModelName::Resnet50 && o.image_size == 224 && o.classes == 1000;
     let published = published_shape
-        .then(|| gpu.resnet50(&o.precision))
+        .then(|| gpu.resnet50(&o.published_precision))
         .flatten();
     let samples = published.map_or(samples, |p| p.batch as usize);
     let samples = o.batch.map_or(samples, |b| b * context) as f64;
@@ -272,7 +269,7 @@ fn profile(o: &SimulateOptions, gpu: &Gpu) -> Result<Profiled> {
         (None, None) if published_shape => {
             return Err(Error::Invalid(format!(
                 "simulate resnet50 on {} in {}: no published one-GPU figure is built in (there are: a100 amp|tf32, v100 amp|fp32); give --throughput",
-                gpu.name, o.precision
+                gpu.name, o.published_precision
             )))
         }
         (None, None) => {
@@ -330,7 +327,7 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
     if o.ports_per_node == Some(0) {
         return Err(Error::Invalid("--ports-per-node must be 1 or more".into()));
     }
-    let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib)?;
+    let bucket_bytes = o.sums.bucket_bytes()?;
     if !(o.straggler_cv.is_finite() && (0.0..1.0).contains(&o.straggler_cv)) {
         return Err(Error::Invalid(format!(
             "--straggler-cv {}: from 0 to below 1",
@@ -399,7 +396,7 @@ fn thousands(v: f64) -> String {
 /// gradients' f32 bytes and sums each in the lower precision: the same elements as in f32, in
 /// fewer bytes.
 fn wire_bucket_bytes(o: &SimulateOptions, bucket_bytes: u64) -> u64 {
-    match o.comm_precision {
+    match o.sums.comm_precision {
         Some(_) => (bucket_bytes * grad_element_bytes(o) / 4).max(1),
         None => bucket_bytes,
     }
@@ -408,7 +405,7 @@ fn wire_bucket_bytes(o: &SimulateOptions, bucket_bytes: u64) -> u64 {
 /// Bytes of a gradient element on the wire: `--grad-element-bytes`, or what
 /// `--comm-precision` sums in (f32 by default).
 fn grad_element_bytes(o: &SimulateOptions) -> u64 {
-    match (o.grad_element_bytes, o.comm_precision) {
+    match (o.grad_element_bytes, o.sums.comm_precision) {
         (Some(bytes), _) => bytes,
         (None, Some(p)) => burn::tensor::DType::from(p.dtype()).size() as u64,
         (None, None) => 4,

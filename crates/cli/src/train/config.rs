@@ -2,7 +2,7 @@
 //! TOML file takes the same keys, and the command line overrides it. [`TrainConfig`] is the
 //! checked result, with every default filled in.
 
-use crate::options::{self, at_least_one, MeshOptions};
+use crate::options::{self, at_least_one, MeshOptions, StepOptions};
 use crate::{Error, Result};
 use firemesh::mesh::MeshKind;
 use firemesh::precision::{LossScaling, Precision};
@@ -212,10 +212,6 @@ pub struct TrainOptions {
     /// elsewhere, with dynamic loss scaling) [default: f32].
     #[arg(long, value_parser = options::named::<Precision>())]
     pub precision: Option<Precision>,
-    /// Precision the gradient buckets are summed in: f32, or bf16/f16 (half the bytes on the
-    /// wire, the sums cast back to f32) [default: f32].
-    #[arg(long, value_name = "PRECISION", value_parser = options::named::<Precision>())]
-    pub comm_precision: Option<Precision>,
     /// ZeRO stage: 0, or 1 (each rank keeps and updates 1/N of the optimizer state; the
     /// parameters are all-gathered after each update) [default: 0].
     #[arg(long, value_name = "STAGE")]
@@ -226,9 +222,9 @@ pub struct TrainOptions {
     /// f16: the first loss scale [default: 65536].
     #[arg(long, value_name = "SCALE")]
     pub loss_scale: Option<f64>,
-    /// Gradients are summed over the ranks in buckets of this many MiB [default: 25].
-    #[arg(long, value_name = "MIB")]
-    pub bucket_mib: Option<f64>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub sums: StepOptions,
     /// Sum every gradient bucket after the backward pass instead of as soon as the backward
     /// pass fills it (for comparisons: the communication early buckets hide).
     #[arg(long)]
@@ -415,7 +411,7 @@ impl TrainConfig {
             )));
         }
         let seq_len = o.seq_len.map(options::seq_len).transpose()?;
-        let bucket_bytes = firemesh::grads::bucket_bytes(o.bucket_mib.unwrap_or(25.0))?;
+        let bucket_bytes = o.sums.bucket_bytes()?;
         let defaults = LossScaling::default();
         let loss_scaling = LossScaling {
             initial: o.loss_scale.unwrap_or(defaults.initial),
@@ -447,7 +443,7 @@ impl TrainConfig {
             seq_len,
             tokenizer: o.tokenizer.unwrap_or(TokenizerSpec::Bytes),
             precision: o.precision.unwrap_or_default(),
-            comm_precision: o.comm_precision.unwrap_or_default(),
+            comm_precision: o.sums.comm_precision(),
             zero: firemesh::zero::stage(o.zero.unwrap_or(0))?,
             loss_scaling,
             bucket_bytes,

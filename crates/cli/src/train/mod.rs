@@ -12,12 +12,15 @@ pub(crate) mod charts;
 mod command;
 pub mod config;
 mod data;
+mod evaluate;
 mod gpu;
 mod join;
 mod memory;
 mod metrics;
+mod observers;
 mod pipeline;
 mod progress;
+mod resume;
 mod run;
 mod stop;
 

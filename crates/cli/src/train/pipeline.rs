@@ -6,11 +6,13 @@ use super::data::{ImageSource, Split};
 use crate::{Error, Result};
 use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
+use firemesh_backend::{from_shards, from_shards_int, Mesh, MeshBackend};
 use firemesh_collective::DeviceStream;
 use firemesh_datasets::{
     shard_image_batch, shard_token_batch, DistributedSampler, ImageBatch, ImageItem,
     SamplerPosition, TailPolicy,
 };
+use firemesh_zoo::Batch;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -225,5 +227,23 @@ fn decode(source: &ImageSource, indices: &[usize], workers: usize) -> Result<Vec
             items.extend(part);
         }
         Ok(items)
+    })
+}
+
+/// The per-rank parts of a batch as one batch sharded over the mesh.
+pub fn to_mesh<Bk: MeshBackend>(
+    mesh: &Mesh<burn::tensor::Device<Bk::Inner>>,
+    parts: Parts<Bk::Inner>,
+) -> Result<Batch<Bk>> {
+    Ok(match parts {
+        Parts::Images(p) => {
+            let (images, labels): (Vec<_>, Vec<_>) =
+                p.into_iter().map(|b| (b.images, b.labels)).unzip();
+            Batch::Images {
+                images: from_shards::<Bk, 4>(mesh, images, 0)?,
+                labels: from_shards_int::<Bk, 1>(mesh, labels, 0)?,
+            }
+        }
+        Parts::Tokens(p) => Batch::Tokens(from_shards_int::<Bk, 2>(mesh, p, 0)?),
     })
 }

@@ -154,10 +154,7 @@ fn both_phases_run_within_their_budget_and_leave_few_files_in_out() {
             .filter(|l| l.starts_with("| ") && !l.starts_with("| step"))
             .filter_map(|l| {
                 let cell = l.trim_matches('|').split('|').nth(2)?;
-                let limit = cell
-                    .split('(')
-                    .nth(1)?
-                    .trim_end_matches(|c| c == ')' || c == ' ');
+                let limit = cell.split('(').nth(1)?.trim_end_matches([')', ' ']);
                 limit.parse::<u64>().ok()
             })
             .sum();

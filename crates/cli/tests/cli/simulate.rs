@@ -3,6 +3,7 @@
 //! in one line.
 
 use crate::common::{cli, scratch};
+use firemesh::grads::DEFAULT_BUCKET_BYTES;
 use firemesh_cli::simulate::measure_firemesh_step;
 use firemesh_cli::train::ModelName;
 use serde_json::Value;
@@ -167,7 +168,7 @@ fn bad_simulate_input_is_one_line() {
 fn firemesh_step_counts_its_ops_and_sums() {
     // The tiny GPT: quick; LayerNorm works per token, so the one thing in its step that waits
     // for the other ranks is the loss, read back.
-    let step = measure_firemesh_step(ModelName::GptTiny, &[1, 2]).unwrap();
+    let step = measure_firemesh_step(ModelName::GptTiny, &[1, 2], DEFAULT_BUCKET_BYTES).unwrap();
     println!("gpt-tiny: {step:?}");
     assert!(step.ops_per_step > 100, "{step:?}");
     assert_eq!(step.blocking_sums, 1, "{step:?}");
@@ -176,7 +177,7 @@ fn firemesh_step_counts_its_ops_and_sums() {
     assert!(step.host_op_s > 0.0 && step.host_op_s < 1e-3, "{step:?}");
     assert!(step.handoff_s >= 0.0 && step.handoff_s < 1e-3, "{step:?}");
     // ResNet-18's step: more ops, and BatchNorm sums in forward and backward.
-    let resnet = measure_firemesh_step(ModelName::Resnet18, &[2]).unwrap();
+    let resnet = measure_firemesh_step(ModelName::Resnet18, &[2], DEFAULT_BUCKET_BYTES).unwrap();
     assert!(resnet.ops_per_step > step.ops_per_step);
     println!("resnet18: {resnet:?}");
     assert!(resnet.blocking_sums >= 2 * 20, "{resnet:?}");

@@ -4,7 +4,7 @@
 use crate::common::{cli, config, on_ranks, scratch, tiny};
 use firemesh::mesh::MeshKind;
 use firemesh::Precision;
-use firemesh_cli::options::MeshOptions;
+use firemesh_cli::options::{MeshOptions, StepOptions};
 use firemesh_cli::train::{self, Record, TrainOptions};
 use std::path::Path;
 
@@ -115,7 +115,10 @@ fn late_buckets_train_to_the_bits_of_early_ones() {
     let run = |name: &str, late_buckets: bool| {
         train::run(&config(TrainOptions {
             steps: Some(3),
-            bucket_mib: Some(0.01),
+            sums: StepOptions {
+                bucket_mib: Some(0.01),
+                comm_precision: None,
+            },
             late_buckets,
             ..tiny(&dir.join(name))
         }))
@@ -138,7 +141,10 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
         train::run(&config(TrainOptions {
             steps: Some(3),
             precision: Some(precision),
-            comm_precision: Some(precision),
+            sums: StepOptions {
+                bucket_mib: None,
+                comm_precision: Some(precision),
+            },
             ..tiny(&dir.join(name))
         }))
         .unwrap()
@@ -320,7 +326,10 @@ fn the_job_trains_on_a_wgpu_mesh() {
         batch: Some(8),
         steps: Some(6),
         // Small buckets, so that some are summed during the backward pass.
-        bucket_mib: Some(0.05),
+        sums: StepOptions {
+            bucket_mib: Some(0.05),
+            comm_precision: None,
+        },
         ..tiny(&dir)
     }))
     .unwrap();
