@@ -41,7 +41,8 @@ cd "$ROOT" || exit 2
 BUNDLE=$ROOT/target/gpu-check/bin
 CUDA_VERSION=${CUDA_VERSION:-13000}
 QUICK=${GPU_CHECK_QUICK:-0}
-# firemesh: the CLI with CubeCL's autotune (as Burn's default features build it);
+# firemesh: the CLI with CubeCL's autotune (as Burn's default features build it), both built with
+# the experimental NCCL worlds;
 # firemesh-fixed: the same without it, timed once beside it.
 BINARIES=(firemesh firemesh-fixed collectives backend nccl allreduce ddp_step)
 MAX_TRAVEL_BYTES=$((60 * 1024 * 1024))
@@ -80,9 +81,9 @@ build() {
     export CUDARC_CUDA_VERSION=$CUDA_VERSION
     local staged=$ROOT/target/gpu-check/staged
     rm -rf "$BUNDLE" "$staged" && mkdir -p "$BUNDLE" "$staged" || return 1
-    cargo build --release -p firemesh-cli --bin firemesh || return 1
+    cargo build --release -p firemesh-cli --features experimental --bin firemesh || return 1
     cp target/release/firemesh "$staged/firemesh-fixed"
-    cargo build --release -p firemesh-cli --features autotune --bin firemesh || return 1
+    cargo build --release -p firemesh-cli --features autotune,experimental --bin firemesh || return 1
     cp target/release/firemesh "$staged/firemesh"
     cp "$(test_binary firemesh-collective collective)" "$staged/collectives" || return 1
     cp "$(test_binary firemesh-backend backend)" "$staged/backend" || return 1

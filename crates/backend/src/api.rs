@@ -336,5 +336,5 @@ pub fn shard_sizes<D: burn_backend::DeviceOps>(
     len: usize,
 ) -> Result<Vec<usize>, ShardError> {
     check_rows(&[len], 0, mesh)?;
-    Ok(crate::world::local_split(len, mesh.len(), mesh.processes()).unwrap_or_default())
+    Ok(crate::placement::local_split(len, mesh.len(), mesh.processes()).unwrap_or_default())
 }

@@ -96,7 +96,7 @@ impl<B: Backend> Draw<B, FloatKind> for RankStreams {
         dim: usize,
         sizes: &[usize],
     ) -> Vec<B::FloatTensorPrimitive> {
-        let (sizes, _) = crate::world::own_blocks(sizes, mesh);
+        let (sizes, _) = crate::across::own_blocks(sizes, mesh);
         (0..mesh.len())
             .map(|rank| {
                 let mut shape = self.shape.clone();

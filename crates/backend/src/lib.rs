@@ -12,6 +12,7 @@
 //! family, named where each method is declared). `redistribute.rs` changes placements,
 //! through `route/`, the one route for sums and gathers across ranks.
 
+mod across;
 mod api;
 mod autocast;
 mod backend;
@@ -28,9 +29,9 @@ mod placement;
 mod redistribute;
 mod route;
 mod rules;
+mod runtime;
 pub mod stats;
 mod tensor;
-mod world;
 
 pub use api::*;
 pub use autocast::{Autocasting, Conv2dOp, ImplicitGemmConvs, NarrowConvs};

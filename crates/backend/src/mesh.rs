@@ -3,7 +3,7 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
-use crate::exec::lanes::{Lanes, DEFAULT_POLL};
+use crate::runtime::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
 use firemesh_collective::ProcessLink;
 use std::any::{Any, TypeId};
@@ -53,7 +53,7 @@ struct MeshInner<D> {
     /// The precision that matrix products and convolutions run in, by the thread that armed it
     /// (`autocast.rs`); none armed: the operands' own.
     autocast: PerThread<FloatDType>,
-    /// The processes this mesh's ranks are one of (`world.rs`); `None`: this process alone.
+    /// The processes this mesh's ranks are one of (`across.rs`); `None`: this process alone.
     world: Option<Arc<dyn ProcessLink>>,
     /// The world link's side channel, asked for once when the mesh is made.
     side: Option<Arc<dyn ProcessLink>>,
@@ -184,7 +184,7 @@ impl<D: DeviceOps> Mesh<D> {
     }
 
     /// The mesh of `devices` as this process's ranks of the world `link` joins: world rank
-    /// `process * len + r` is local rank `r` (see `world.rs`). Every process of the world
+    /// `process * len + r` is local rank `r` (see `across.rs`). Every process of the world
     /// calls this at once, with the same number of devices (else every process gets the
     /// same [`MeshError::UnevenWorld`]).
     pub fn in_world(devices: Vec<D>, link: Arc<dyn ProcessLink>) -> Result<Self, MeshError> {

@@ -1,7 +1,7 @@
 //! One rank's part of a tensor: there already, or still being computed by the rank's lane
-//! (`crate::exec::lanes`). A part's shape is known either way, so metadata never waits.
+//! (`crate::runtime::lanes`). A part's shape is known either way, so metadata never waits.
 
-use crate::exec::lanes::Later;
+use crate::runtime::lanes::Later;
 use burn_backend::{Shape, TensorMetadata};
 
 pub(crate) enum Part<T: 'static> {

@@ -1,10 +1,10 @@
 //! A random tensor not drawn yet (`draw.rs` makes them): its shape and dtype, how to draw it,
 //! and the draw once taken, shared by the clones of its tensor.
 
-use crate::exec::lanes::on_device_stream;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::placement::Placement;
+use crate::runtime::lanes::on_device_stream;
 use burn_backend::{Backend, DType, Shape};
 use std::sync::OnceLock;
 

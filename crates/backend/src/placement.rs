@@ -27,3 +27,20 @@ pub(crate) fn even_split(len: usize, ranks: usize) -> Vec<usize> {
 pub(crate) fn block_ranges(sizes: &[usize]) -> Vec<Range<usize>> {
     firemesh_collective::ranges_from_lens(sizes)
 }
+
+/// This process's block sizes of `len` rows split over the world's ranks: every process the
+/// same blocks (an even split of its `len / processes` rows), `None` when the processes
+/// cannot hold equal shares.
+pub(crate) fn local_split(len: usize, ranks: usize, processes: usize) -> Option<Vec<usize>> {
+    len.is_multiple_of(processes)
+        .then(|| even_split(len / processes, ranks))
+}
+
+/// The block sizes of every world rank, from one process's (they repeat per process).
+pub(crate) fn world_blocks(local: Vec<usize>, processes: usize) -> Vec<usize> {
+    if processes == 1 {
+        return local;
+    }
+    let n = local.len();
+    local.into_iter().cycle().take(n * processes).collect()
+}

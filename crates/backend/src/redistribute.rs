@@ -2,14 +2,14 @@
 //! a gather (both through [`crate::route`]), Replicated→Shard a local slice; everything else goes
 //! through Replicated.
 
+use crate::across;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
-use crate::placement::{block_ranges, Placement};
+use crate::placement::{self, block_ranges, Placement};
 use crate::route::{self, To};
 use crate::rules::Want;
 use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
-use crate::world;
 use burn_backend::{Backend, Slice, TensorMetadata};
 
 type T<B, K> = ShardedTensor<B, K>;
@@ -69,7 +69,7 @@ pub(crate) fn to_shard<B: Backend, K: Kind<B>>(
     let (parts, _, mesh) = to_replicated(t).into_split();
     stats::redistribution(Redistribution::ReplicatedToShard);
     let sizes = sizes.map_or_else(|| split(parts[0].shape()[dim], &mesh), <[usize]>::to_vec);
-    let (sizes, start) = world::own_blocks(&sizes, &mesh);
+    let (sizes, start) = across::own_blocks(&sizes, &mesh);
     T::new(
         slice_blocks::<B, K>(parts, dim, &sizes, start),
         Placement::Shard(dim),
@@ -78,15 +78,15 @@ pub(crate) fn to_shard<B: Backend, K: Kind<B>>(
 }
 
 /// The block sizes of `len` rows split evenly over the world's ranks (every process the same
-/// blocks, see `world.rs`).
+/// blocks, see `across.rs`).
 pub(crate) fn split<D: burn_backend::DeviceOps>(len: usize, mesh: &Mesh<D>) -> Vec<usize> {
-    let local = world::local_split(len, mesh.len(), mesh.processes()).unwrap_or_else(|| {
+    let local = placement::local_split(len, mesh.len(), mesh.processes()).unwrap_or_else(|| {
         panic!(
             "firemesh: {len} rows cannot be split into equal shares for {} processes",
             mesh.processes()
         )
     });
-    world::world_blocks(local, mesh.processes())
+    placement::world_blocks(local, mesh.processes())
 }
 
 /// A `Partial` tensor with the same value: rank 0 keeps its copy, the other ranks hold zeros.

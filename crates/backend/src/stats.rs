@@ -20,7 +20,7 @@ pub enum Route {
     /// Int and bool parts between devices: through host memory.
     ThroughHost,
     /// A mesh that is one process's share of a world: its ranks on rank 0, then one buffer per
-    /// process through the world's link (`world.rs`).
+    /// process through the world's link (`across.rs`).
     AcrossProcesses,
 }
 

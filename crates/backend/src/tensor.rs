@@ -223,7 +223,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         match self.placement() {
             Placement::Shard(d) => {
                 let local = self.part_shapes().iter().map(|s| s[d]).collect();
-                Some(crate::world::world_blocks(local, self.mesh.processes()))
+                Some(crate::placement::world_blocks(local, self.mesh.processes()))
             }
             _ => None,
         }
@@ -290,7 +290,7 @@ impl<B: Backend, K: Kind<B>> TensorMetadata for ShardedTensor<B, K> {
     }
 
     /// The global shape: a `Shard(d)` tensor's dim `d` is the sum of its blocks, over every
-    /// process of the world (each holds blocks of the same sizes, `world.rs`).
+    /// process of the world (each holds blocks of the same sizes, `across.rs`).
     fn shape(&self) -> Shape {
         match &self.state {
             State::Pending(p) => p.shape().clone(),

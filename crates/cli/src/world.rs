@@ -12,7 +12,7 @@
 //! (`mpirun`, `mpiexec` or `srun`) through MPI; a build without it refuses such a world before
 //! anything is written, since N processes each training the whole job into one run folder
 //! would overwrite each other's checkpoints. Torchrun-style variables start NCCL's own
-//! bootstrap instead, in any build: process 0 listens at `MASTER_ADDR`, on the two ports after
+//! bootstrap instead, in a build with the `experimental` feature: process 0 listens at `MASTER_ADDR`, on the two ports after
 //! `MASTER_PORT` (torchrun's own store holds `MASTER_PORT`), for the world's two communicators
 //! ([`World::nccl_meeting`]); such a world trains CUDA meshes only, one process per node.
 //! `firemesh train --dry-run` describes the world either way.

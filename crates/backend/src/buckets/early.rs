@@ -12,7 +12,7 @@
 //!
 //! Where the sum runs: on the process's communication thread (one per world link), beside the
 //! rest of the backward pass (across the processes of a world, through the link's side
-//! channel: `world.rs`; there the sums reach the gradients' clones at
+//! channel: `across.rs`; there the sums reach the gradients' clones at
 //! [`EarlyBuckets::close`], so that no op of the backward pass sees them on one process and not
 //! on another);
 //! [`EarlyBuckets::close`] waits for it. On devices that compute where they are called (Flex,
@@ -30,9 +30,9 @@
 //! on the calling thread and sliced, whichever finishes first (the values are the same).
 
 use super::{same_stream, sum_run, F};
-use crate::exec::lanes::{worker, Job, DEFAULT_POLL};
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
+use crate::runtime::lanes::{worker, Job, DEFAULT_POLL};
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, FloatDType, TensorMetadata};
 use firemesh_collective::panic_message;
@@ -129,7 +129,7 @@ impl EarlyBuckets {
     /// returned value drops (then the buckets this thread armed there before, if any, are armed
     /// again). Other threads' ops on the mesh do not see them. On a mesh that is one process's
     /// share of a world ([`Mesh::in_world`]) the communication thread crosses the processes
-    /// through the link's side channel (`world.rs`); where the link has none
+    /// through the link's side channel (`across.rs`); where the link has none
     /// ([`Mesh::side_link`]) nothing is armed, and the gradients are summed at the step.
     pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
@@ -304,7 +304,7 @@ fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Rec
     let (done, result) = channel();
     let counted: Job = Box::new(move || {
         let (outcome, counts) = stats::count(|| {
-            crate::world::on_side_channel(|| {
+            crate::across::on_side_channel(|| {
                 DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job)))
             })
         });

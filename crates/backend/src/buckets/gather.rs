@@ -47,12 +47,12 @@ fn gather_bucket<B: Backend>(bucket: Vec<F<B>>) -> Vec<F<B>> {
         })
         .collect();
     // lens[item][rank]: the block's elements, for every rank of the world (every process
-    // holds blocks of the same sizes, `world.rs`), whose buffers the gather concatenates.
+    // holds blocks of the same sizes, `across.rs`), whose buffers the gather concatenates.
     let lens: Vec<Vec<usize>> = blocks
         .iter()
         .map(|of_item| {
             let local = of_item.iter().map(|b| b.shape().num_elements()).collect();
-            crate::world::world_blocks(local, mesh.processes())
+            crate::placement::world_blocks(local, mesh.processes())
         })
         .collect();
     let buffers: Vec<P<B>> = (0..ranks)

@@ -49,7 +49,7 @@ fn in_buckets<B: Backend>(
     let long = |t: &F<B>| {
         let shape = t.shape();
         // In a world, rows that split into equal shares per process, at least one per rank
-        // (the `Shard(0)` blocks `world::local_split` gives); other tensors are summed whole.
+        // (the `Shard(0)` blocks `placement::local_split` gives); other tensors are summed whole.
         let processes = t.mesh.processes();
         partial(t)
             && shape.num_dims() > 0

@@ -11,11 +11,10 @@
 //! 4. The per-rank results are assembled with the plan's output placement; for
 //!    [`Then::GatherAndMerge`] they are gathered and reduced once more.
 
-pub(crate) mod lanes;
 mod operands;
 mod outputs;
 
-pub(crate) use lanes::{on_device_stream, Lanes, Later};
+pub(crate) use crate::runtime::lanes::{on_device_stream, Lanes, Later};
 
 pub(crate) use operands::{Operand, Operands};
 pub(crate) use outputs::Outputs;

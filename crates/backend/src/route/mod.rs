@@ -7,7 +7,7 @@
 //! - other kinds on several devices: through host memory;
 //! - a mesh that is one process's share of a world of processes (`across.rs`): a sum inside
 //!   the process (reduce-scattered by the group where there is one), then across the
-//!   processes on one buffer per process (`world.rs`), then shared inside the process again
+//!   processes on one buffer per process (`across.rs`), then shared inside the process again
 //!   (the group's all-gather); a gather: its ranks' parts across the processes on one buffer,
 //!   then shared inside the process the same way; a reduce-scatter: through the group, then
 //!   one all-to-all across the processes.
@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub use crate::stats::Route;
 
-mod across;
+mod in_world;
 
 /// Which ranks need the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub(crate) fn sum<B: Backend, K: Kind<B>>(
     let _clock = stats::comm_clock::<B>(mesh);
     if mesh.processes() > 1 {
         stats::route(Route::AcrossProcesses);
-        return across::sum_in_world::<B, K>(parts, mesh, to);
+        return in_world::sum_in_world::<B, K>(parts, mesh, to);
     }
     match route::<B, K>(mesh).1 {
         Way::Moves => deliver::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh, to),
@@ -117,7 +117,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
     let _clock = stats::comm_clock::<B>(mesh);
     if mesh.processes() > 1 {
         stats::route(Route::AcrossProcesses);
-        return across::gather_in_world::<B, K>(parts, dim, mesh, to);
+        return in_world::gather_in_world::<B, K>(parts, dim, mesh, to);
     }
     match route::<B, K>(mesh) {
         (Route::OneDevice, _) => deliver::<B, K>(K::cat(parts, dim), mesh, to),
@@ -156,7 +156,7 @@ pub(crate) fn gather<B: Backend, K: Kind<B>>(
 
 /// The sum of flat float parts (one addend per rank, of one length), rank r receiving the
 /// `lens[r]` elements of it that follow those of the ranks before it. In a world, `lens` are
-/// the world's ranks' (`across::reduce_scatter_in_world`).
+/// the world's ranks' (`in_world::reduce_scatter_in_world`).
 pub(crate) fn reduce_scatter<B: Backend>(
     parts: Vec<B::FloatTensorPrimitive>,
     lens: &[usize],
@@ -168,7 +168,7 @@ pub(crate) fn reduce_scatter<B: Backend>(
     let _clock = stats::comm_clock::<B>(mesh);
     if mesh.processes() > 1 {
         stats::route(Route::AcrossProcesses);
-        return across::reduce_scatter_in_world::<B>(parts, lens, mesh);
+        return in_world::reduce_scatter_in_world::<B>(parts, lens, mesh);
     }
     match route::<B, FloatKind>(mesh).1 {
         Way::Moves => to_ranks::<B>(sum_on_rank_0::<B, FloatKind>(parts, mesh), lens, mesh),

@@ -4,8 +4,8 @@
 //! (the `local_*` functions).
 
 use crate::placement::Placement;
+use crate::placement::{local_split, world_blocks};
 use crate::rules::{Meta, Plan, Rank, Want};
-use crate::world::local_split;
 use burn_backend::{Shape, Slice};
 
 /// Reshape. A `Shard(d)` tensor stays sharded when the dims before `d` are unchanged and every
@@ -33,7 +33,7 @@ fn fitting_blocks(m: &Meta, new: &Shape) -> Option<Vec<usize>> {
         return None;
     }
     let ranks = m.blocks.as_ref()?.len() / m.processes;
-    let rows = crate::world::world_blocks(local_split(new[d], ranks, m.processes)?, m.processes);
+    let rows = world_blocks(local_split(new[d], ranks, m.processes)?, m.processes);
     rows.into_iter()
         .map(|r| exact_div(r * inner_new, inner_old))
         .collect()

@@ -25,7 +25,7 @@ use burn_backend::{Backend, Shape, TensorMetadata};
 /// What an op's body knows on one rank (the executor hands it over with the rank's share).
 pub(crate) struct Rank<'a> {
     /// The rank in the world (this process's ranks' numbers follow those of the processes
-    /// before it, `world.rs`).
+    /// before it, `across.rs`).
     pub index: usize,
     /// The placement of the result.
     pub out: Placement,
@@ -54,7 +54,7 @@ pub(crate) struct Meta {
     /// A `Partial` tensor with live clones, which share its sum once one of them is summed.
     pub sum_shared: bool,
     /// The processes of the mesh's world (1: this process alone): new blocks must give each
-    /// the same sizes (`world.rs`).
+    /// the same sizes (`across.rs`).
     pub processes: usize,
 }
 

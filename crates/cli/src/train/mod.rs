@@ -17,6 +17,7 @@ mod gpu;
 mod join;
 mod memory;
 mod metrics;
+mod nccl;
 mod observers;
 mod pipeline;
 mod progress;
@@ -24,13 +25,13 @@ mod resume;
 mod run;
 mod stop;
 
-pub use across::join_by_nccl;
 pub use agree::Processes;
 pub use command::{Joined, TrainCommand};
 pub use config::{default_optimizer, DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use metrics::{Record, Summary};
+pub use nccl::join_by_nccl;
 pub use run::route_name;
 pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 
@@ -215,8 +216,9 @@ pub fn run_with(
         DeviceMesh::Cuda(d) => {
             let mesh = match processes.link() {
                 None => runtime.cuda_mesh(d)?,
+                // Experimental: `check_world` refused it, on every process, without the feature.
                 Some(_) => {
-                    let link = across::nccl_link(d[0].index, processes)?;
+                    let link = nccl::link(d[0].index, processes)?;
                     processes.agree(runtime.cuda_world_mesh(d, link).map_err(Error::from))?
                 }
             };

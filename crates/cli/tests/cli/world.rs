@@ -159,8 +159,11 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
         assert_eq!(last.lines().count(), 1, "{stderr}");
         assert!(last.contains(says), "{vars:?}: {stderr}");
     }
-    // A CUDA mesh joins by NCCL's own bootstrap, in any build: here NCCL or a GPU is missing
-    // (or, on a GPU machine, process 1 never comes within the timeout).
+    // A CUDA mesh joins by NCCL's own bootstrap in a build with the `experimental` feature:
+    // here NCCL or a GPU is missing (or, on a GPU machine, process 1 never comes within the
+    // timeout). Without it the join is refused as experimental
+    // (`an_nccl_bootstrap_join_that_cannot_be_made_names_its_process_and_place` runs the join
+    // in every build).
     let cuda = [
         "train",
         "--mesh",
@@ -174,10 +177,15 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("process 0 of 2, joining by NCCL's own bootstrap at 127.0.0.1:29501"),
-        "{stderr}"
-    );
+    let says = match cfg!(feature = "experimental") {
+        true => "process 0 of 2, joining by NCCL's own bootstrap at 127.0.0.1:29501",
+        false => {
+            "torchrun-style variables: NCCL's own bootstrap at 127.0.0.1:29501: NCCL across \
+             processes is experimental (it has not run on GPUs yet), so this build leaves it \
+             out: build firemesh with `--features experimental`"
+        }
+    };
+    assert!(stderr.contains(says), "{stderr}");
     // A launcher's world of one process trains as before.
     let one = [("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1")];
     let args = ["train", "--dry-run", "--mesh", "cpu", "--ranks", "2"];
@@ -193,6 +201,44 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
 }
 
 /// The world the variables `vars` describe.
+/// The experimental join by NCCL's own bootstrap, called as the library (any build): an id that
+/// cannot be made (no NCCL here; on a GPU machine, a peer that never comes) fails in one error
+/// naming the process and the place, and the checks every build makes come first.
+#[test]
+fn an_nccl_bootstrap_join_that_cannot_be_made_names_its_process_and_place() {
+    use firemesh::mesh::MeshKind;
+    use firemesh_cli::train::join_by_nccl;
+    use std::time::Duration;
+    let torchrun = world(TORCHRUN_PROCESS_0_OF_2).unwrap();
+    let mut asked = Vec::new();
+    let no_nccl = |place: &str| {
+        asked.push(place.to_string());
+        Err(firemesh_collective::LinkError(
+            "no NCCL on this machine".into(),
+        ))
+    };
+    let joined = join_by_nccl(&torchrun, MeshKind::Cuda, no_nccl, Duration::from_secs(1));
+    let Err(e) = joined else {
+        panic!("joined without NCCL")
+    };
+    assert_eq!(
+        e.to_string(),
+        "process 0 of 2, joining by NCCL's own bootstrap at 127.0.0.1:29501: no NCCL on this machine"
+    );
+    assert_eq!(asked, ["127.0.0.1:29501"]);
+    // A CPU mesh is refused before NCCL is asked.
+    let never = |_: &str| -> std::result::Result<_, _> { unreachable!("NCCL was asked") };
+    let joined = join_by_nccl(&torchrun, MeshKind::Cpu, never, Duration::from_secs(1));
+    let Err(e) = joined else {
+        panic!("a CPU mesh joined")
+    };
+    assert!(
+        e.to_string()
+            .contains("a CPU mesh across processes goes through MPI"),
+        "{e}"
+    );
+}
+
 fn world(vars: &[(&str, &str)]) -> Result<World> {
     let vars: HashMap<String, String> = vars
         .iter()

@@ -6,7 +6,7 @@
 //! `p`'s local rank `r` is world rank `p * len + r`). Each process holds its own ranks' parts
 //! only, and every process holds blocks of the same sizes (so the global shape is the local
 //! one times the processes, and any process can say every block's size). Sums and gathers
-//! cross the processes after the ranks of the process (`route/across.rs`): one buffer per
+//! cross the processes after the ranks of the process (`route/in_world.rs`): one buffer per
 //! process goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and
 //! every process combines all of them in process order, so every process holds the same bits. A
 //! large sum in a world of more than 2 processes goes by blocks (an all-to-all, each process
@@ -375,23 +375,6 @@ fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -
         );
     }
     Exchanged { messages, header }
-}
-
-/// This process's block sizes of `len` rows split over the world's ranks: every process the
-/// same blocks (an even split of its `len / processes` rows), `None` when the processes
-/// cannot hold equal shares.
-pub(crate) fn local_split(len: usize, ranks: usize, processes: usize) -> Option<Vec<usize>> {
-    len.is_multiple_of(processes)
-        .then(|| even_split(len / processes, ranks))
-}
-
-/// The block sizes of every world rank, from one process's (they repeat per process).
-pub(crate) fn world_blocks(local: Vec<usize>, processes: usize) -> Vec<usize> {
-    if processes == 1 {
-        return local;
-    }
-    let n = local.len();
-    local.into_iter().cycle().take(n * processes).collect()
 }
 
 /// This process's share of world blocks `sizes`: its ranks' sizes, and where its first block

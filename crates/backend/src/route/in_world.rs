@@ -1,16 +1,16 @@
 //! The levels of a sum or gather on a mesh that is one process's share of a world of
 //! processes: inside the process (through its collective group where it has one), across the
-//! processes (`world.rs`, one buffer per process through the world's link), and inside the
+//! processes (`across.rs`, one buffer per process through the world's link), and inside the
 //! process again.
 
 use super::{
     deliver, flat, float_parts, group_call, kind_parts, route, sum_on_rank_0, to_ranks, unflat, To,
     Way,
 };
+use crate::across;
 use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
 use crate::placement::even_split;
-use crate::world;
 use burn_backend::{Backend, TensorData, TensorMetadata};
 
 /// [`sum`] on a mesh that is one process's share of a world: inside the process first, then
@@ -18,9 +18,9 @@ use burn_backend::{Backend, TensorData, TensorMetadata};
 /// the ranks sum through a collective group (float parts on several devices), the group does
 /// the inside levels: a reduce-scatter (rank r receives block r of the process's sum), the
 /// blocks read to the host and across the processes as one buffer, each rank adding every
-/// process's block r on its own device (`world::sum_blocks_across`), and the group's
+/// process's block r on its own device (`across::sum_blocks_across`), and the group's
 /// all-gather. Otherwise (one device, other kinds, fewer elements than ranks) the parts are
-/// added on rank 0, summed across the processes (`world::sum_across`) and moved to each rank.
+/// added on rank 0, summed across the processes (`across::sum_across`) and moved to each rank.
 pub(super) fn sum_in_world<B: Backend, K: Kind<B>>(
     parts: Vec<K::P>,
     mesh: &Mesh<B::Device>,
@@ -31,7 +31,7 @@ pub(super) fn sum_in_world<B: Backend, K: Kind<B>>(
     let group = match route::<B, K>(mesh).1 {
         Way::Group(group) if elements >= mesh.len() => group,
         _ => {
-            let whole = world::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
+            let whole = across::sum_across::<B, K>(sum_on_rank_0::<B, K>(parts, mesh), mesh);
             return deliver::<B, K>(whole, mesh, to);
         }
     };
@@ -42,7 +42,7 @@ pub(super) fn sum_in_world<B: Backend, K: Kind<B>>(
         group.reduce_scatter(flats.collect(), &lens),
     );
     let blocks = blocks.into_iter().map(unflat).collect();
-    let sums = world::sum_blocks_across::<B, FloatKind>(blocks, mesh);
+    let sums = across::sum_blocks_across::<B, FloatKind>(blocks, mesh);
     if to == To::FirstRank {
         let home = mesh.device(0);
         let sums = sums
@@ -67,7 +67,7 @@ pub(super) fn sum_in_world<B: Backend, K: Kind<B>>(
 /// is read to the host, the process's parts cross the processes as one buffer, rank r uploads
 /// its even block of the world's buffer and the group all-gathers the blocks (no device holds
 /// the process's parts or the world's whole before the group's gather). Otherwise the parts
-/// are joined on rank 0, gathered across the processes (`world::gather_across`) and moved to
+/// are joined on rank 0, gathered across the processes (`across::gather_across`) and moved to
 /// each rank that needs them.
 pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
     parts: Vec<K::P>,
@@ -85,7 +85,7 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
                 parts.into_iter().map(|p| K::move_to(p, home)).collect(),
                 dim,
             );
-            return deliver::<B, K>(world::gather_across::<B, K>(chunk, dim, mesh), mesh, to);
+            return deliver::<B, K>(across::gather_across::<B, K>(chunk, dim, mesh), mesh, to);
         }
     };
     // The sharded dim goes first, so that the flat blocks concatenate in world rank order.
@@ -94,7 +94,7 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
         .collect();
     let mut shape = parts[0].shape();
     shape[0] = parts.iter().map(|p| p.shape()[0]).sum::<usize>();
-    let mut node = world::on_host::<B, FloatKind>(&parts);
+    let mut node = across::on_host::<B, FloatKind>(&parts);
     drop(parts);
     // The process's shape, checked against every other process's in the exchange.
     node.shape = shape.clone();
@@ -104,7 +104,7 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
     let ranges: Vec<_> = (firemesh_collective::offsets(&lens).into_iter().zip(&lens))
         .map(|(start, len)| start * size..(start + len) * size)
         .collect();
-    let bytes = world::gather_bytes_across(&node, &ranges, mesh);
+    let bytes = across::gather_bytes_across(&node, &ranges, mesh);
     drop(node);
     let pieces = (bytes.into_iter().zip(&lens).zip(mesh.devices()))
         .map(|((bytes, &len), device)| {
@@ -125,8 +125,8 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
 /// has its own all-to-all, the group reduce-scatters the process's sum (rank r an even
 /// segment of it), the segments are read to the host, every process's chunk goes to it in one
 /// all-to-all, and rank r adds every process's sum of its block on its own device, in process
-/// order (`world::scatter_blocks_across`). Otherwise the parts are added on rank 0, the
-/// process's rows reduce-scattered across the processes (`world::reduce_scatter_across`) and
+/// order (`across::scatter_blocks_across`). Otherwise the parts are added on rank 0, the
+/// process's rows reduce-scattered across the processes (`across::reduce_scatter_across`) and
 /// each rank's block moved to it.
 pub(super) fn reduce_scatter_in_world<B: Backend>(
     parts: Vec<B::FloatTensorPrimitive>,
@@ -135,12 +135,12 @@ pub(super) fn reduce_scatter_in_world<B: Backend>(
 ) -> Vec<B::FloatTensorPrimitive> {
     let (ranks, elements) = (mesh.len(), parts[0].shape().num_elements());
     let group = match route::<B, FloatKind>(mesh).1 {
-        Way::Group(group) if elements >= ranks && world::has_all_to_all(mesh) => group,
+        Way::Group(group) if elements >= ranks && across::has_all_to_all(mesh) => group,
         _ => {
             let whole = sum_on_rank_0::<B, FloatKind>(parts, mesh);
             let chunks: Vec<usize> = lens.chunks(ranks).map(|own| own.iter().sum()).collect();
-            let mine = world::reduce_scatter_across::<B, FloatKind>(whole, &chunks, mesh);
-            let (lens, _) = world::own_blocks(lens, mesh);
+            let mine = across::reduce_scatter_across::<B, FloatKind>(whole, &chunks, mesh);
+            let (lens, _) = across::own_blocks(lens, mesh);
             return to_ranks::<B>(mine, &lens, mesh);
         }
     };
@@ -150,5 +150,5 @@ pub(super) fn reduce_scatter_in_world<B: Backend>(
         group.reduce_scatter(flats.collect(), &even_split(elements, ranks)),
     );
     let segments = segments.into_iter().map(unflat).collect();
-    world::scatter_blocks_across::<B, FloatKind>(segments, lens, mesh)
+    across::scatter_blocks_across::<B, FloatKind>(segments, lens, mesh)
 }

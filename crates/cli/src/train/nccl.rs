@@ -1,0 +1,105 @@
+//! EXPERIMENTAL (it has not run on GPUs yet; a run reaches it only in a build with the
+//! `experimental` feature): CUDA meshes across processes through NCCL. NCCL's links from each
+//! process's first GPU, joined with ids carried over MPI or by NCCL's own bootstrap
+//! (torchrun-style variables, no MPI).
+
+use super::Processes;
+use crate::world::World;
+use crate::{Error, Result};
+use firemesh::mesh::{DeviceMesh, MeshKind};
+use firemesh_collective::{LinkError, ProcessLink};
+use firemesh_nccl::{NcclLink, UniqueId};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `world_support` in a world NCCL's own bootstrap joins at `place`.
+pub(super) fn bootstrapped(mesh: &DeviceMesh, place: &str) -> Result<String> {
+    match mesh {
+        DeviceMesh::Cuda(d) if d[0].index == 0 => Ok(format!(
+            "NCCL {} from each process's GPU 0 (joined by NCCL's own bootstrap at {place}, no \
+             MPI), one buffer per process after the process's own ranks, staged through the host",
+            version(mesh)?
+        )),
+        DeviceMesh::Cuda(d) => Err(Error::Invalid(format!(
+            "a mesh from GPU {} on: NCCL's own bootstrap joins each process from GPU 0, so the \
+             mesh must start there",
+            d[0].index
+        ))),
+        _ => Err(super::across::not_through_torchrun(&mesh.describe())),
+    }
+}
+
+pub(super) fn version(mesh: &DeviceMesh) -> Result<String> {
+    firemesh_nccl::version().map_err(|e| {
+        Error::Invalid(format!(
+            "{} across processes needs NCCL: {}",
+            mesh.describe(),
+            e.0
+        ))
+    })
+}
+
+/// The processes of a torchrun-style `world`, joined by NCCL's own bootstrap from each
+/// process's GPU 0, for a run on a mesh of `mesh` kind. `id_at` makes the id of a
+/// communicator whose process 0 listens at the address it is given (`ncclGetUniqueId` under
+/// `NCCL_COMM_ID`, which the program's edge sets): one for the world's link, one for its side
+/// channel, both before any join. Refused first, before NCCL is asked, as every build refuses
+/// them (`join::torchrun_meeting`). A join that does not complete within `timeout` fails (a
+/// process missing, or an address that cannot be reached).
+pub fn join_by_nccl(
+    world: &World,
+    mesh: MeshKind,
+    mut id_at: impl FnMut(&str) -> std::result::Result<UniqueId, LinkError>,
+    timeout: Duration,
+) -> Result<Processes> {
+    let (p, n) = (world.process, world.processes);
+    let meeting = super::join::torchrun_meeting(world, mesh)?;
+    let failed = |e: LinkError| {
+        Error::Invalid(format!(
+            "process {p} of {n}, joining by NCCL's own bootstrap at {}: {}",
+            meeting[0], e.0
+        ))
+    };
+    // Both ids first: making one sets the environment, which must happen before any thread
+    // (NCCL's, CUDA's) exists.
+    let main = id_at(&meeting[0]).map_err(failed)?;
+    let side = id_at(&meeting[1]).map_err(failed)?;
+    let join = |id| NcclLink::connect(0, p, n, id, timeout).map_err(failed);
+    let link = join(main)?.with_side_channel(join(side)?);
+    let link = link.map_err(failed)?;
+    let [place, _] = meeting;
+    Ok(Processes::joined_by_nccl(Arc::new(link), timeout, place))
+}
+
+/// The NCCL link of a CUDA mesh whose first GPU is `first`, in the world `processes` form:
+/// every process joins from its own GPU (two processes on one GPU are refused alike on every
+/// process). Joined by MPI: two new communicators (the link and its side channel), with the ids
+/// process 0 makes, carried over MPI. Joined by NCCL's own bootstrap: that link.
+pub(super) fn link(first: usize, processes: &Processes) -> Result<Arc<dyn ProcessLink>> {
+    let mine = firemesh_nccl::gpu_uuid(first).map_err(|e| Error::World(e.0));
+    let gpus = processes.each(mine)?;
+    for (q, gpu) in gpus.iter().enumerate() {
+        if let Some(p) = gpus[..q].iter().position(|g| g == gpu) {
+            return Err(Error::World(format!(
+                "processes {p} and {q} would both join NCCL from {gpu}: NCCL takes one GPU per \
+                 process; start one process per node (its mesh takes all the node's GPUs)"
+            )));
+        }
+    }
+    if let (Some(_), Some(link)) = (processes.nccl_bootstrap(), processes.link()) {
+        return Ok(link.clone());
+    }
+    let join = || -> Result<NcclLink> {
+        let hex = processes.decided_by_lead(|| {
+            let id = UniqueId::new().map_err(|e| Error::World(e.0))?;
+            Ok(id.to_hex())
+        })?;
+        let id = UniqueId::from_hex(&hex).map_err(|e| Error::World(e.0))?;
+        let (p, n) = (processes.index(), processes.count());
+        let link =
+            NcclLink::connect(first, p, n, id, processes.timeout()).map_err(|e| Error::World(e.0));
+        processes.agree(link)
+    };
+    let link = join()?.with_side_channel(join()?);
+    Ok(Arc::new(link.map_err(|e| Error::World(e.0))?))
+}
