@@ -30,6 +30,7 @@ mod redistribute;
 mod route;
 mod rules;
 mod runtime;
+mod scope;
 pub mod stats;
 mod tensor;
 
@@ -39,4 +40,5 @@ pub use backend::Sharded;
 pub use mesh::{Mesh, MeshConfig, MeshError, MESH_TYPE_ID};
 pub use placement::Placement;
 pub use route::{MeshCollectives, Route};
+pub use scope::{Entered, StepScope};
 pub use tensor::ShardedTensor;

@@ -3,6 +3,7 @@
 //! Meshes are registered once per device list, so the same list always gives the same mesh and
 //! the same [`DeviceId`] (Burn keys per-device settings by id, and rebuilds devices from ids).
 
+use crate::runtime::armed;
 use crate::runtime::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
 use firemesh_collective::ProcessLink;
@@ -10,7 +11,6 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
-use std::thread::ThreadId;
 use std::time::Duration;
 
 /// `DeviceId::type_id` of every mesh; `index_id` is the mesh's place in the registry.
@@ -46,49 +46,10 @@ struct MeshInner<D> {
     per_backend: RwLock<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
     /// The mesh seed and how many per-rank random draws were taken from it.
     streams: Mutex<(u64, u64)>,
-    /// The early gradient buckets armed here (an `EarlyBuckets`' state), by the thread that
-    /// armed them: a backward pass sums into the buckets its own thread armed, so two training
-    /// loops on one mesh (the same device list gives the same mesh) keep their buckets apart.
-    early_buckets: PerThread<Arc<dyn Any + Send + Sync>>,
-    /// The precision that matrix products and convolutions run in, by the thread that armed it
-    /// (`autocast.rs`); none armed: the operands' own.
-    autocast: PerThread<FloatDType>,
     /// The processes this mesh's ranks are one of (`across.rs`); `None`: this process alone.
     world: Option<Arc<dyn ProcessLink>>,
     /// The world link's side channel, asked for once when the mesh is made.
     side: Option<Arc<dyn ProcessLink>>,
-}
-
-/// A value armed on a mesh for one thread: what a training loop sets for the ops it issues,
-/// apart from another loop's on the same mesh.
-struct PerThread<T>(Mutex<Vec<(ThreadId, T)>>);
-
-impl<T: Clone> PerThread<T> {
-    fn new() -> Self {
-        Self(Mutex::new(Vec::new()))
-    }
-
-    /// Arms `value` for `thread`, or disarms with `None`; returns what was armed for it before.
-    fn swap(&self, thread: ThreadId, value: Option<T>) -> Option<T> {
-        let mut armed = locked(&self.0);
-        let at = armed.iter().position(|(t, _)| *t == thread);
-        match (at, value) {
-            (Some(i), Some(v)) => Some(std::mem::replace(&mut armed[i].1, v)),
-            (Some(i), None) => Some(armed.swap_remove(i).1),
-            (None, Some(v)) => {
-                armed.push((thread, v));
-                None
-            }
-            (None, None) => None,
-        }
-    }
-
-    /// What the calling thread armed.
-    fn current(&self) -> Option<T> {
-        let me = std::thread::current().id();
-        let armed = locked(&self.0);
-        armed.iter().find(|(t, _)| *t == me).map(|(_, v)| v.clone())
-    }
 }
 
 impl<D: 'static> MeshInner<D> {
@@ -107,8 +68,6 @@ impl<D: 'static> MeshInner<D> {
             lanes: OnceLock::new(),
             per_backend: Default::default(),
             streams: Mutex::new((seed, 0)),
-            early_buckets: PerThread::new(),
-            autocast: PerThread::new(),
             side: world.as_ref().and_then(|w| w.side_channel()),
             world,
         }
@@ -428,35 +387,21 @@ impl<D> Mesh<D> {
         firemesh_rng::mix(streams.0, streams.1)
     }
 
-    /// Arms `buckets` (the state of an `EarlyBuckets`) here for the backward passes of
-    /// `thread`, or disarms them with `None`; returns what was armed for it before.
-    pub(crate) fn swap_early_buckets(
-        &self,
-        thread: ThreadId,
-        buckets: Option<Arc<dyn Any + Send + Sync>>,
-    ) -> Option<Arc<dyn Any + Send + Sync>> {
-        self.inner.early_buckets.swap(thread, buckets)
+    /// The mesh's place in the registry (its [`DeviceId`]'s `index_id`).
+    pub(crate) fn index(&self) -> u16 {
+        self.inner.index
     }
 
-    /// The early gradient buckets the calling thread armed here, if any.
+    /// The early gradient buckets the calling thread armed here, if any (`runtime/armed.rs`).
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        self.inner.early_buckets.current()
-    }
-
-    /// Sets the precision of `thread`'s matrix products and convolutions here (`None`: their
-    /// operands' own); returns the one set before.
-    pub(crate) fn swap_autocast(
-        &self,
-        thread: ThreadId,
-        dtype: Option<FloatDType>,
-    ) -> Option<FloatDType> {
-        self.inner.autocast.swap(thread, dtype)
+        armed::early_buckets(self.inner.index)
     }
 
     /// The precision the calling thread's matrix products and convolutions run in here, if one
-    /// is armed ([`Mesh::autocast`]).
+    /// is armed ([`Mesh::autocast`], or a [`StepScope`](crate::StepScope) entered;
+    /// `runtime/armed.rs`).
     pub fn autocast_precision(&self) -> Option<FloatDType> {
-        self.inner.autocast.current()
+        armed::autocast(self.inner.index)
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, (u64, u64)> {

@@ -39,8 +39,7 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::FloatDType;
 use firemesh_backend::buckets::EarlyBuckets;
-use firemesh_backend::{stats, Mesh, Sharded};
-use std::any::Any;
+use firemesh_backend::{stats, Mesh, Sharded, StepScope};
 
 /// A model's training: the model, its optimizer, the learning rate of each step, the step
 /// counter and how the gradients are summed over the ranks.
@@ -55,24 +54,23 @@ pub struct Trainer<A: AutodiffBackend, M, O> {
     /// Reseed the device before each step from this seed and the step's index.
     seed: Option<u64>,
     device: A::Device,
-    sums: Option<Sums<A, M>>,
+    sums: Option<Sums<M>>,
     precision: Precision,
     scaler: Option<LossScaler>,
 }
 
 /// How a mesh's gradients are summed over its ranks.
-struct Sums<A: AutodiffBackend, M> {
+struct Sums<M> {
     bucket_bytes: usize,
     /// The dtype buckets are summed in (`None`: f32).
     wire: Option<FloatDType>,
-    early: Option<EarlyBuckets>,
+    /// What each step arms on the mesh for its forward and backward passes: the precision of
+    /// products, and the early buckets the backward pass fills.
+    scope: StepScope,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
     /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update (its
     /// reduce-scatter is `reduce`).
     gather: Option<Gather<M>>,
-    arm: fn(&EarlyBuckets, &A::Device) -> Box<dyn Any>,
-    /// Arms the trainer's precision on the mesh for a forward and backward pass.
-    autocast: fn(&A::Device, Precision) -> Box<dyn Any>,
 }
 
 /// Gathers a model's `Shard(0)` parameters in buckets of the given bytes; returns the model and
@@ -128,14 +126,14 @@ where
     /// they are summed after the backward pass.
     pub fn sharded(model: M, optimizer: O, mesh: &Mesh<B::Device>, bucket_bytes: usize) -> Self {
         let bucket_bytes = bucket_bytes.max(1);
+        let mut scope = StepScope::new(mesh);
+        scope.set_early_buckets(Some(EarlyBuckets::new(bucket_bytes)));
         let sums = Sums {
             bucket_bytes,
             wire: None,
-            early: Some(EarlyBuckets::new(bucket_bytes)),
+            scope,
             reduce: reduce_gradients_on_wire::<B, M>,
             gather: None,
-            arm: arm::<B>,
-            autocast: arm_autocast::<B>,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
@@ -147,6 +145,10 @@ where
     pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
         precision.check::<B>(self.device.devices())?;
         self.precision = precision;
+        if let Some(sums) = &mut self.sums {
+            let low = (precision != Precision::F32).then(|| precision.dtype());
+            sums.scope.set_autocast(low);
+        }
         if precision.scales_loss() && self.scaler.is_none() {
             self.scaler = Some(LossScaler::new(LossScaling::default()));
         }
@@ -190,34 +192,24 @@ where
     /// Buckets summed only at the optimizer step, after the backward pass (for comparisons).
     pub fn without_early_buckets(mut self) -> Self {
         if let Some(sums) = &mut self.sums {
-            sums.early = None;
+            sums.scope.set_early_buckets(None);
         }
         self
     }
 }
 
-impl<A: AutodiffBackend, M> Sums<A, M> {
+impl<M> Sums<M> {
     /// The early buckets (where they are on) made again for the wire and the ZeRO stage:
     /// summed whole, or reduce-scattered under ZeRO-1.
     fn remake_early(&mut self) {
-        if self.early.is_none() {
+        if self.scope.early_buckets().is_none() {
             return;
         }
-        self.early = Some(match self.gather {
+        self.scope.set_early_buckets(Some(match self.gather {
             Some(_) => EarlyBuckets::scattering(self.bucket_bytes, self.wire),
             None => EarlyBuckets::on_wire(self.bucket_bytes, self.wire),
-        });
+        }));
     }
-}
-
-/// Arms a precision on a mesh for one forward and backward pass.
-fn arm_autocast<B: Backend>(mesh: &Mesh<B::Device>, precision: Precision) -> Box<dyn Any> {
-    Box::new(mesh.autocast(precision.dtype()))
-}
-
-/// Arms early buckets on a mesh for one backward pass.
-fn arm<B: Backend>(early: &EarlyBuckets, mesh: &Mesh<B::Device>) -> Box<dyn Any> {
-    Box::new(early.arm(mesh))
 }
 
 impl<A, M, O> Trainer<A, M, O>
@@ -231,7 +223,7 @@ where
         Self::new(model, optimizer, device.clone(), None)
     }
 
-    fn new(model: M, optimizer: O, device: A::Device, sums: Option<Sums<A, M>>) -> Self {
+    fn new(model: M, optimizer: O, device: A::Device, sums: Option<Sums<M>>) -> Self {
         Self {
             model: Some(model),
             optimizer,
@@ -301,30 +293,30 @@ where
             A::seed(&self.device, step_seed(seed, index));
         }
         let model = self.model.take().ok_or(Error::ModelLost)?;
-        let (sums, device) = (&self.sums, &self.device);
+        let sums = &self.sums;
         let scale = self.scaler.as_ref().map(LossScaler::scale);
-        let precision = self.precision;
         let (outcome, counts) = stats::count(|| {
-            let autocasting = sums
-                .as_ref()
-                .filter(|_| precision != Precision::F32)
-                .map(|s| (s.autocast)(device, precision));
+            // The step's scope (its precision, its early buckets) for the forward and backward
+            // passes.
+            let entered = sums.as_ref().map(|s| s.scope.enter());
             let loss = match loss(&model) {
                 Ok(loss) => loss,
                 Err(e) => return Err((model, e)),
             };
-            let armed = sums
-                .as_ref()
-                .and_then(|s| s.early.as_ref().map(|early| (s.arm)(early, device)));
             let grads = match scale {
                 Some(scale) => loss.clone().mul_scalar(scale).backward(),
                 None => loss.backward(),
             };
-            drop(armed);
-            drop(autocasting);
+            drop(entered);
             let mut grads = GradientsParams::from_grads(grads, &model);
             let collectives = sums.as_ref().map_or(0, |s| {
-                (s.reduce)(&model, &mut grads, s.bucket_bytes, s.early.as_ref(), s.wire)
+                (s.reduce)(
+                    &model,
+                    &mut grads,
+                    s.bucket_bytes,
+                    s.scope.early_buckets(),
+                    s.wire,
+                )
             });
             let finite =
                 scale.is_none_or(|scale| unscale_gradients(&model, &mut grads, 1.0 / scale));

@@ -32,40 +32,31 @@ pub use cube_convs::ImplicitGemmConvs;
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
 use crate::placement::Placement;
+use crate::runtime::armed;
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
-use std::thread::ThreadId;
+use std::marker::PhantomData;
 
 type F<B> = ShardedTensor<B, FloatKind>;
 
-/// The precision armed on a mesh for one thread by [`Mesh::autocast`]; dropping it gives the
-/// thread back the precision it had before (also when dropped on another thread).
+/// The precision armed on a mesh for one thread by [`Mesh::autocast`]; dropping it (on any
+/// thread) gives the thread back the precision it had before.
 #[must_use = "the precision is disarmed when this is dropped"]
 pub struct Autocasting<D: 'static> {
-    mesh: Mesh<D>,
-    thread: ThreadId,
-    before: Option<FloatDType>,
+    _armed: armed::Token,
+    mesh: PhantomData<fn() -> D>,
 }
 
 impl<D> Mesh<D> {
     /// Runs the calling thread's matrix products and convolutions on this mesh in `dtype` (their
     /// f32 operands cast to it, their results presented as f32) until the returned value drops.
     /// `F32` (or any dtype that is not narrower than f32) casts nothing. Other threads, and
-    /// other meshes, keep their own setting.
+    /// other meshes, keep their own setting (`scope.rs`).
     pub fn autocast(&self, dtype: FloatDType) -> Autocasting<D> {
-        let thread = std::thread::current().id();
-        let before = self.swap_autocast(thread, Some(dtype));
         Autocasting {
-            mesh: self.clone(),
-            thread,
-            before,
+            _armed: armed::arm(self.index(), armed::Setting::Autocast(dtype)),
+            mesh: PhantomData,
         }
-    }
-}
-
-impl<D> Drop for Autocasting<D> {
-    fn drop(&mut self) {
-        self.mesh.swap_autocast(self.thread, self.before.take());
     }
 }
 

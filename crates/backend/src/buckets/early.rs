@@ -32,17 +32,18 @@
 use super::{same_stream, sum_run, F};
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
+use crate::runtime::armed;
 use crate::runtime::lanes::{worker, Job, DEFAULT_POLL};
 use crate::stats::{self, Counts};
 use burn_backend::{Backend, FloatDType, TensorMetadata};
 use firemesh_collective::panic_message;
 use firemesh_collective::DeviceStream;
 use std::any::Any;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::ThreadId;
 use std::time::Instant;
 
 /// One training loop's early buckets: their size, the bucket still filling, and the buckets
@@ -132,16 +133,19 @@ impl EarlyBuckets {
     /// through the link's side channel (`across.rs`); where the link has none
     /// ([`Mesh::side_link`]) nothing is armed, and the gradients are summed at the step.
     pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
-        let session: Arc<dyn Any + Send + Sync> = self.session.clone();
-        let thread = std::thread::current().id();
         let crossing = mesh.processes() == 1 || mesh.side_link().is_some();
-        let session = crossing.then_some(session);
-        let previous = mesh.swap_early_buckets(thread, session);
         Armed {
-            mesh: mesh.clone(),
-            thread,
-            previous,
+            _armed: self.arm_on(mesh.index(), crossing),
+            mesh: PhantomData,
         }
+    }
+
+    /// Arms these buckets on the mesh with index `mesh` for the calling thread (none where they
+    /// cannot cross its processes).
+    pub(crate) fn arm_on(&self, mesh: u16, crossing: bool) -> armed::Token {
+        let session: Arc<dyn Any + Send + Sync> = self.session.clone();
+        let setting = armed::Setting::Early(crossing.then_some(session));
+        armed::arm(mesh, setting)
     }
 
     /// Drops the open bucket (its gradients are summed where the optimizer meets them), waits
@@ -179,18 +183,10 @@ impl EarlyBuckets {
 /// Early buckets armed on a mesh for one thread ([`EarlyBuckets::arm`]); disarms them when
 /// dropped, wherever it drops (a `Bucketed` optimizer keeps its buckets armed until its last
 /// clone drops).
+#[must_use = "the buckets are disarmed when this is dropped"]
 pub struct Armed<D: 'static> {
-    mesh: Mesh<D>,
-    /// The thread whose backward passes fill the buckets.
-    thread: ThreadId,
-    previous: Option<Arc<dyn Any + Send + Sync>>,
-}
-
-impl<D: 'static> Drop for Armed<D> {
-    fn drop(&mut self) {
-        self.mesh
-            .swap_early_buckets(self.thread, self.previous.take());
-    }
+    _armed: armed::Token,
+    mesh: PhantomData<fn() -> D>,
 }
 
 /// Gradients of one dtype and mesh waiting for their bucket to fill: clones, which share

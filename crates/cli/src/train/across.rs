@@ -2,7 +2,7 @@
 //! wgpu meshes; NCCL for CUDA meshes, behind the `experimental` feature: `nccl.rs`), and the
 //! checks every process makes before the world trains.
 
-use super::{Processes, TrainConfig};
+use super::{nccl, Processes, TrainConfig};
 use crate::{Error, Result};
 use firemesh::mesh::DeviceMesh;
 
@@ -13,12 +13,12 @@ use firemesh::mesh::DeviceMesh;
 pub(super) fn world_support(mesh: &DeviceMesh, nccl_bootstrap: Option<&str>) -> Result<String> {
     if let Some(place) = nccl_bootstrap {
         if !matches!(mesh, DeviceMesh::Cuda(_)) {
-            return Err(not_through_torchrun(&mesh.describe()));
+            return Err(nccl::not_through_torchrun(&mesh.describe()));
         }
-        experimental(&format!(
+        nccl::experimental(&format!(
             "torchrun-style variables (NCCL's own bootstrap at {place})"
         ))?;
-        return super::nccl::bootstrapped(mesh, place);
+        return nccl::bootstrapped(mesh, place);
     }
     if !cfg!(feature = "mpi") {
         return Err(Error::Invalid(
@@ -32,8 +32,8 @@ pub(super) fn world_support(mesh: &DeviceMesh, nccl_bootstrap: Option<&str>) -> 
         DeviceMesh::Cpu { .. } => Ok(through_mpi.into()),
         DeviceMesh::Wgpu(_) => Ok(format!("{through_mpi} (read back to the host)")),
         DeviceMesh::Cuda(d) => {
-            experimental("a CUDA mesh across processes (through NCCL)")?;
-            let version = super::nccl::version(mesh)?;
+            nccl::experimental("a CUDA mesh across processes (through NCCL)")?;
+            let version = nccl::version(mesh)?;
             Ok(format!(
                 "NCCL {version} from each process's first GPU (here GPU {}; NCCL's id sent over \
                  MPI), one buffer per process after the process's own ranks, staged through the \
@@ -82,27 +82,4 @@ pub(super) fn check_world(
         )));
     }
     Ok(())
-}
-
-/// Why a mesh described as `mesh` cannot cross the processes of a torchrun-style world.
-pub(super) fn not_through_torchrun(mesh: &str) -> Error {
-    Error::Invalid(format!(
-        "{mesh} across processes goes through MPI, which torchrun-style variables do not start: \
-         launch it with mpirun or srun (torchrun-style variables start NCCL's own bootstrap, \
-         for CUDA meshes)"
-    ))
-}
-
-/// `what` (NCCL across processes: it has not run on GPUs yet) in a build with the
-/// `experimental` feature, or why a build without it refuses it. The code is built either way,
-/// so that it is checked and its parts that run here are tested.
-pub(super) fn experimental(what: &str) -> Result<()> {
-    if cfg!(feature = "experimental") {
-        return Ok(());
-    }
-    Err(Error::Invalid(format!(
-        "{what}: NCCL across processes is experimental (it has not run on GPUs yet), so this \
-         build leaves it out: build firemesh with `--features experimental` to try it, or join \
-         CPU and wgpu meshes through MPI (`--features mpi`, mpirun or srun)"
-    )))
 }

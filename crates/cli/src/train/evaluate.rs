@@ -2,9 +2,9 @@
 //! the run's precision, as its steps compute.
 
 use super::data::Split;
+use super::job::{share, Job};
 use super::metrics::Record;
 use super::pipeline::{build, eval_chunks, share_of, to_mesh};
-use super::run::{share, Job};
 use crate::Result;
 use burn::prelude::*;
 use firemesh::Precision;

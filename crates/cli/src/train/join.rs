@@ -24,8 +24,8 @@ fn nccl_join(world: &World, options: &TrainOptions, timeout: f64) -> Result<Opti
     }
     let mesh = options.devices.mesh.unwrap_or(MeshKind::Auto);
     // Refused alike in every build first; then, without the feature, as experimental.
-    let [place, _] = torchrun_meeting(world, mesh)?;
-    super::across::experimental(&format!(
+    let [place, _] = super::nccl::torchrun_meeting(world, mesh)?;
+    super::nccl::experimental(&format!(
         "{}: NCCL's own bootstrap at {place}",
         world.launcher
     ))?;
@@ -34,28 +34,6 @@ fn nccl_join(world: &World, options: &TrainOptions, timeout: f64) -> Result<Opti
         firemesh_nccl::UniqueId::new()
     };
     super::join_by_nccl(world, mesh, id_at, world_timeout(timeout)?).map(Some)
-}
-
-/// Where the processes of a torchrun-style `world` meet for NCCL's own bootstrap, for a run on
-/// a mesh of `mesh` kind; refused, before NCCL is asked: a world with no place to meet, a CPU
-/// or wgpu mesh (they cross the processes through MPI), and several processes per node (one
-/// process per node drives all its GPUs).
-pub(super) fn torchrun_meeting(world: &World, mesh: MeshKind) -> Result<[String; 2]> {
-    let meeting = world
-        .nccl_meeting()
-        .ok_or_else(|| Error::Invalid(format!("{}: no place for NCCL to meet", world.launcher)))?;
-    if let Some(k) = world.local_processes.filter(|&k| k > 1) {
-        return Err(Error::Invalid(format!(
-            "torchrun-style variables name {k} processes on this node (LOCAL_WORLD_SIZE={k}): \
-             firemesh runs one process per node, its mesh on all the node's GPUs (torchrun \
-             --nproc-per-node 1)"
-        )));
-    }
-    match mesh {
-        MeshKind::Cpu => Err(super::across::not_through_torchrun("a CPU mesh")),
-        MeshKind::Wgpu => Err(super::across::not_through_torchrun("a wgpu mesh")),
-        MeshKind::Auto | MeshKind::Cuda => Ok(meeting),
-    }
 }
 
 /// The processes of `world` joined through MPI (nothing to join for one process), or by NCCL's

@@ -14,6 +14,7 @@ pub mod config;
 mod data;
 mod evaluate;
 mod gpu;
+mod job;
 mod join;
 mod memory;
 mod metrics;
@@ -30,9 +31,9 @@ pub use command::{Joined, TrainCommand};
 pub use config::{default_optimizer, DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
+pub use job::route_name;
 pub use metrics::{Record, Summary};
 pub use nccl::join_by_nccl;
-pub use run::route_name;
 pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 
 use crate::world::World;
@@ -201,7 +202,7 @@ pub fn run_with(
     if let (Some(note), true) = (gpu_note, processes.leads()) {
         println!("  {note}");
     }
-    let job = run::Job {
+    let job = job::Job {
         config: config.clone(),
         data,
         net,

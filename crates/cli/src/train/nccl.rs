@@ -1,7 +1,8 @@
-//! EXPERIMENTAL (it has not run on GPUs yet; a run reaches it only in a build with the
-//! `experimental` feature): CUDA meshes across processes through NCCL. NCCL's links from each
-//! process's first GPU, joined with ids carried over MPI or by NCCL's own bootstrap
-//! (torchrun-style variables, no MPI).
+//! CUDA meshes across processes through NCCL: what every build checks first (a torchrun-style
+//! world's place to meet, one process per node, a CUDA mesh), the gate of the `experimental`
+//! feature, and the EXPERIMENTAL code behind it (it has not run on GPUs yet; a run reaches it
+//! only in a build with the feature): NCCL's links from each process's first GPU, joined with
+//! ids carried over MPI or by NCCL's own bootstrap (torchrun-style variables, no MPI).
 
 use super::Processes;
 use crate::world::World;
@@ -11,6 +12,51 @@ use firemesh_collective::{LinkError, ProcessLink};
 use firemesh_nccl::{NcclLink, UniqueId};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Where the processes of a torchrun-style `world` meet for NCCL's own bootstrap, for a run on
+/// a mesh of `mesh` kind; refused, before NCCL is asked: a world with no place to meet, a CPU
+/// or wgpu mesh (they cross the processes through MPI), and several processes per node (one
+/// process per node drives all its GPUs).
+pub(super) fn torchrun_meeting(world: &World, mesh: MeshKind) -> Result<[String; 2]> {
+    let meeting = world
+        .nccl_meeting()
+        .ok_or_else(|| Error::Invalid(format!("{}: no place for NCCL to meet", world.launcher)))?;
+    if let Some(k) = world.local_processes.filter(|&k| k > 1) {
+        return Err(Error::Invalid(format!(
+            "torchrun-style variables name {k} processes on this node (LOCAL_WORLD_SIZE={k}): \
+             firemesh runs one process per node, its mesh on all the node's GPUs (torchrun \
+             --nproc-per-node 1)"
+        )));
+    }
+    match mesh {
+        MeshKind::Cpu => Err(not_through_torchrun("a CPU mesh")),
+        MeshKind::Wgpu => Err(not_through_torchrun("a wgpu mesh")),
+        MeshKind::Auto | MeshKind::Cuda => Ok(meeting),
+    }
+}
+
+/// Why a mesh described as `mesh` cannot cross the processes of a torchrun-style world.
+pub(super) fn not_through_torchrun(mesh: &str) -> Error {
+    Error::Invalid(format!(
+        "{mesh} across processes goes through MPI, which torchrun-style variables do not start: \
+         launch it with mpirun or srun (torchrun-style variables start NCCL's own bootstrap, \
+         for CUDA meshes)"
+    ))
+}
+
+/// `what` (NCCL across processes: it has not run on GPUs yet) in a build with the
+/// `experimental` feature, or why a build without it refuses it. The code is built either way,
+/// so that it is checked and its parts that run here are tested.
+pub(super) fn experimental(what: &str) -> Result<()> {
+    if cfg!(feature = "experimental") {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "{what}: NCCL across processes is experimental (it has not run on GPUs yet), so this \
+         build leaves it out: build firemesh with `--features experimental` to try it, or join \
+         CPU and wgpu meshes through MPI (`--features mpi`, mpirun or srun)"
+    )))
+}
 
 /// `world_support` in a world NCCL's own bootstrap joins at `place`.
 pub(super) fn bootstrapped(mesh: &DeviceMesh, place: &str) -> Result<String> {
@@ -25,7 +71,7 @@ pub(super) fn bootstrapped(mesh: &DeviceMesh, place: &str) -> Result<String> {
              mesh must start there",
             d[0].index
         ))),
-        _ => Err(super::across::not_through_torchrun(&mesh.describe())),
+        _ => Err(not_through_torchrun(&mesh.describe())),
     }
 }
 
@@ -53,7 +99,7 @@ pub fn join_by_nccl(
     timeout: Duration,
 ) -> Result<Processes> {
     let (p, n) = (world.process, world.processes);
-    let meeting = super::join::torchrun_meeting(world, mesh)?;
+    let meeting = torchrun_meeting(world, mesh)?;
     let failed = |e: LinkError| {
         Error::Invalid(format!(
             "process {p} of {n}, joining by NCCL's own bootstrap at {}: {}",

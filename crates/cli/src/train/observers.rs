@@ -3,10 +3,10 @@
 //! ([`Checkpoints`]). Evaluation is in `evaluate.rs`; the loop that calls them in `run.rs`.
 
 use super::gpu;
+use super::job::{route_name, Ad, Job, RunMeta, RunTrainer};
 use super::metrics::{MetricsLog, Record};
 use super::progress::{Progress, Update};
 use super::resume::Bytes;
-use super::run::{route_name, Job, RunMeta, RunTrainer};
 use crate::{Error, Result};
 use burn::module::Module;
 use burn::prelude::*;
@@ -193,7 +193,7 @@ impl Checkpoints {
         let model = trainer.model().clone().into_record();
         let checkpoint = Checkpoint {
             header,
-            model: Recorder::<super::run::Ad<B>>::record(&Bytes::new(), model, ())
+            model: Recorder::<Ad<B>>::record(&Bytes::new(), model, ())
                 .map_err(|e| Error::checkpoint(format!("cannot serialize the model: {e}")))?,
             optimizer: match job.processes.count() {
                 1 => trainer.optimizer().to_bytes()?,

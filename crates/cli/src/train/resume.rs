@@ -1,7 +1,7 @@
 //! Where a run starts: step 0 with a fresh model, or (`--resume`) the newest valid checkpoint
 //! of its folder, once it is known to be a checkpoint of this run.
 
-use super::run::{Ad, Job, RunMeta};
+use super::job::{Ad, Job, RunMeta};
 use crate::{Error, Result};
 use burn::module::Module;
 use burn::prelude::*;
