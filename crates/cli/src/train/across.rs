@@ -11,16 +11,7 @@ use firemesh::mesh::DeviceMesh;
 /// (found at run time). Joined by NCCL's own bootstrap at `nccl_bootstrap` (torchrun-style
 /// variables): CUDA meshes from GPU 0 only.
 pub(super) fn world_support(mesh: &DeviceMesh, nccl_bootstrap: Option<&str>) -> Result<String> {
-    if let Some(place) = nccl_bootstrap {
-        if !matches!(mesh, DeviceMesh::Cuda(_)) {
-            return Err(nccl::not_through_torchrun(&mesh.describe()));
-        }
-        nccl::experimental(&format!(
-            "torchrun-style variables (NCCL's own bootstrap at {place})"
-        ))?;
-        return nccl::bootstrapped(mesh, place);
-    }
-    if !cfg!(feature = "mpi") {
+    if nccl_bootstrap.is_none() && !cfg!(feature = "mpi") {
         return Err(Error::Invalid(
             "this firemesh was built without MPI, so it trains in one process: build it with \
              `--features mpi` (needs OpenMPI and libclang) to train across processes"
@@ -28,19 +19,11 @@ pub(super) fn world_support(mesh: &DeviceMesh, nccl_bootstrap: Option<&str>) -> 
         ));
     }
     let through_mpi = "MPI, one buffer per process after the process's own ranks";
-    match mesh {
-        DeviceMesh::Cpu { .. } => Ok(through_mpi.into()),
-        DeviceMesh::Wgpu(_) => Ok(format!("{through_mpi} (read back to the host)")),
-        DeviceMesh::Cuda(d) => {
-            nccl::experimental("a CUDA mesh across processes (through NCCL)")?;
-            let version = nccl::version(mesh)?;
-            Ok(format!(
-                "NCCL {version} from each process's first GPU (here GPU {}; NCCL's id sent over \
-                 MPI), one buffer per process after the process's own ranks, staged through the \
-                 host",
-                d[0].index
-            ))
-        }
+    match (mesh, nccl_bootstrap) {
+        (DeviceMesh::Cpu { .. }, None) => Ok(through_mpi.into()),
+        (DeviceMesh::Wgpu(_), None) => Ok(format!("{through_mpi} (read back to the host)")),
+        // CUDA meshes, and every mesh under torchrun-style variables.
+        _ => nccl::transport(mesh, nccl_bootstrap),
     }
 }
 

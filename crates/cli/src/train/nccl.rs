@@ -58,30 +58,40 @@ pub(super) fn experimental(what: &str) -> Result<()> {
     )))
 }
 
-/// `world_support` in a world NCCL's own bootstrap joins at `place`.
-pub(super) fn bootstrapped(mesh: &DeviceMesh, place: &str) -> Result<String> {
-    match mesh {
-        DeviceMesh::Cuda(d) if d[0].index == 0 => Ok(format!(
-            "NCCL {} from each process's GPU 0 (joined by NCCL's own bootstrap at {place}, no \
-             MPI), one buffer per process after the process's own ranks, staged through the host",
-            version(mesh)?
-        )),
-        DeviceMesh::Cuda(d) => Err(Error::Invalid(format!(
-            "a mesh from GPU {} on: NCCL's own bootstrap joins each process from GPU 0, so the \
-             mesh must start there",
-            d[0].index
-        ))),
-        _ => Err(not_through_torchrun(&mesh.describe())),
+/// How a mesh crosses the processes through NCCL, or why it cannot: a CUDA mesh joined over
+/// MPI, or any mesh under torchrun-style variables (NCCL's own bootstrap at `bootstrap`, for a
+/// CUDA mesh from GPU 0).
+pub(super) fn transport(mesh: &DeviceMesh, bootstrap: Option<&str>) -> Result<String> {
+    let name = mesh.describe();
+    let DeviceMesh::Cuda(devices) = mesh else {
+        return Err(not_through_torchrun(&name));
+    };
+    let first = devices[0].index;
+    match bootstrap {
+        Some(place) => experimental(&format!(
+            "torchrun-style variables (NCCL's own bootstrap at {place})"
+        ))?,
+        None => experimental("a CUDA mesh across processes (through NCCL)")?,
     }
-}
-
-pub(super) fn version(mesh: &DeviceMesh) -> Result<String> {
-    firemesh_nccl::version().map_err(|e| {
-        Error::Invalid(format!(
-            "{} across processes needs NCCL: {}",
-            mesh.describe(),
-            e.0
-        ))
+    if bootstrap.is_some() && first != 0 {
+        return Err(Error::Invalid(format!(
+            "a mesh from GPU {first} on: NCCL's own bootstrap joins each process from GPU 0, so \
+             the mesh must start there"
+        )));
+    }
+    let version = firemesh_nccl::version()
+        .map_err(|e| Error::Invalid(format!("{name} across processes needs NCCL: {}", e.0)))?;
+    Ok(match bootstrap {
+        Some(place) => format!(
+            "NCCL {version} from each process's GPU 0 (joined by NCCL's own bootstrap at \
+             {place}, no MPI), one buffer per process after the process's own ranks, staged \
+             through the host"
+        ),
+        None => format!(
+            "NCCL {version} from each process's first GPU (here GPU {first}; NCCL's id sent \
+             over MPI), one buffer per process after the process's own ranks, staged through \
+             the host"
+        ),
     })
 }
 

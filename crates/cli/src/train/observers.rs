@@ -89,6 +89,22 @@ pub struct StepLog {
 }
 
 impl StepLog {
+    /// The log of `job`'s steps from step `first` on (a resumed run's log keeps the lines up
+    /// to it); process 0 alone shows progress and writes the log.
+    pub fn open(job: &Job, first: usize) -> Result<Self> {
+        let (c, lead) = (&job.config, job.processes.leads());
+        let metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(first), lead)?;
+        let progress = match lead {
+            true => Progress::new(first, job.total_steps(), c.log_every, job.unit()),
+            false => Progress::silent(),
+        };
+        Ok(Self {
+            progress,
+            metrics,
+            begin: Instant::now(),
+        })
+    }
+
     /// Shows step `s` (its throughput over this run so far) and appends it to the log, with
     /// the GPUs' use every `--log-every` steps.
     pub fn record(&mut self, job: &Job, s: &StepDone, tally: &Tally) -> Result<()> {

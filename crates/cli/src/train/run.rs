@@ -8,10 +8,9 @@
 use super::charts;
 use super::evaluate::{describe_eval, evaluate, generate_sample};
 use super::job::{share, Ad, Job, RunTrainer};
-use super::metrics::{MetricsLog, Record, Summary};
+use super::metrics::{Record, Summary};
 use super::observers::{Checkpoints, StepDone, StepLog, Tally};
 use super::pipeline::{to_mesh, Prefetcher};
-use super::progress::Progress;
 use super::resume;
 use crate::{Error, Result};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -33,9 +32,8 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
     let first = start.step;
     let (model, optimizer) = (start.model, start.optimizer);
     let mut trainer = build_trainer::<B>(&mesh, &job, model, optimizer, first, start.scaler)?;
-    let lead = job.processes.leads();
     let c = &job.config;
-    let metrics = MetricsLog::open(&job.run_dir, c.resume.then_some(first), lead)?;
+    let log = StepLog::open(&job, first)?;
     let mut input = Prefetcher::<B>::start(
         job.data.train.clone(),
         job.order.clone(),
@@ -45,18 +43,10 @@ pub fn train_on<B: Backend>(mesh: Mesh<B::Device>, job: Job) -> Result<Summary> 
         c.prefetch,
         c.workers,
     )?;
-    let progress = match lead {
-        true => Progress::new(first, job.total_steps(), c.log_every, job.unit()),
-        false => Progress::silent(),
-    };
     let before = Before::now();
     let mut watch = Observers {
         tally: Tally::starting_at(start.samples_seen),
-        log: StepLog {
-            progress,
-            metrics,
-            begin: Instant::now(),
-        },
+        log,
         checkpoints: Checkpoints::new(&job, start.checkpoint),
         last_eval: None,
     };
