@@ -32,6 +32,15 @@ impl Devices {
     }
 }
 
+/// The indices of step `step`'s batch (steps count from 1): the next `batch` of `train`, from
+/// where the last batch ended, wrapping around at its end.
+pub fn batch_of(step: usize, batch: usize, train: &[usize]) -> Vec<usize> {
+    let first = (step - 1) * batch;
+    (first..first + batch)
+        .map(|i| train[i % train.len()])
+        .collect()
+}
+
 /// Whether sample `index` is held out of training: every 8th one, for the accuracy or
 /// perplexity a run reports.
 pub fn held_out(index: usize) -> bool {

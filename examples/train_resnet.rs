@@ -27,7 +27,7 @@ use firemesh_backend::{from_shards, from_shards_int, Mesh, Sharded};
 use firemesh_datasets::{
     shard_image_batch, Cifar10, ImageFolder, ImageItem, SyntheticImages, SyntheticImagesConfig,
 };
-use firemesh_examples::{held_out, Devices};
+use firemesh_examples::{batch_of, held_out, Devices};
 use firemesh_resnet::{ResNet, ResNetConfig, StemKind};
 use std::error::Error;
 use std::path::PathBuf;
@@ -109,17 +109,12 @@ fn train<B: Backend>(args: &Args, mesh: &Mesh<B::Device>) -> Result<(), Box<dyn 
     // pass has filled it.
     let mut trainer = Trainer::sharded(model, optimizer, mesh, DEFAULT_BUCKET_BYTES)
         .with_lr(move |_| lr)
+        // f16 scales the loss (dynamic loss scaling, its defaults).
         .with_precision(args.precision)?;
-    if args.precision.scales_loss() {
-        trainer = trainer.with_loss_scaling(Default::default())?;
-    }
     let begin = Instant::now();
     for step in 1..=args.steps {
         // The next `batch` training images, each rank's share made on its own device.
-        let first = (step - 1) * args.batch;
-        let indices: Vec<usize> = (first..first + args.batch)
-            .map(|i| train[i % train.len()])
-            .collect();
+        let indices = batch_of(step, args.batch, &train);
         let (x, y) = on_mesh::<Ad<B>>(mesh, &*images, &indices)?;
         let report = trainer.step(|model| {
             let logits = model.forward(x);

@@ -398,7 +398,7 @@ impl<D> Mesh<D> {
     }
 
     /// The precision the calling thread's matrix products and convolutions run in here, if one
-    /// is armed ([`Mesh::autocast`], or a [`StepScope`](crate::StepScope) entered;
+    /// is armed ([`Mesh::autocast`], or a `StepScope` entered;
     /// `runtime/armed.rs`).
     pub fn autocast_precision(&self) -> Option<FloatDType> {
         armed::autocast(self.inner.index)

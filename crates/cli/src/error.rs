@@ -124,10 +124,9 @@ impl Error {
                 "--ranks {asked}: only {found} CUDA GPU(s) found \
                  (--share-devices puts several ranks on one GPU)"
             ),
-            Lib::BucketSize { mib } => format!(
-                "--bucket-mib {mib}: a bucket holds more than 0 and at most {} MiB",
-                firemesh::grads::MAX_BUCKET_MIB
-            ),
+            Lib::BucketSize { mib, most } => {
+                format!("--bucket-mib {mib}: a bucket holds more than 0 and at most {most} MiB")
+            }
             Lib::ZeroStage(stage) => {
                 format!(
                     "--zero {stage}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"

@@ -13,9 +13,9 @@
 //! any moment leaves either the old set of checkpoints or the new one; the CRC catches a file
 //! damaged later. The newest `keep` are kept.
 
+use crate::error::{Error, Result};
 use crate::optim::Schedule;
 use crate::precision::{Precision, ScalerState};
-use crate::{Error, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fs::{self, File};
 use std::io::Write;

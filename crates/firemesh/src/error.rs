@@ -1,7 +1,6 @@
 //! The error of the library: what went wrong, in the library's terms (a program maps them to
 //! its own settings' names), over the typed errors of the workspace crates it drives.
 
-use crate::Precision;
 use firemesh_backend::{MeshError, ShardError};
 use firemesh_collective::{CollectiveError, Unavailable};
 
@@ -19,12 +18,13 @@ pub enum Error {
     /// More ranks than GPUs, with the GPUs not to be shared.
     #[error("{asked} ranks: only {found} CUDA GPU(s) found, and ranks may not share one")]
     TooFewGpus { asked: usize, found: usize },
-    #[error("a gradient bucket of {mib} MiB: it holds more than 0 and at most {most} MiB", most = crate::grads::MAX_BUCKET_MIB)]
-    BucketSize { mib: f64 },
+    #[error("a gradient bucket of {mib} MiB: it holds more than 0 and at most {most} MiB")]
+    BucketSize { mib: f64, most: f64 },
     /// A rank's device that cannot compute in a precision.
     #[error("rank {rank}'s device ({device}) does not compute in {precision}{hint}")]
     PrecisionUnsupported {
-        precision: Precision,
+        /// The precision's name (`bf16`).
+        precision: &'static str,
         rank: usize,
         device: String,
         /// Why, where it is known (" (WGSL has no bf16 type)"), else empty.

@@ -42,9 +42,12 @@ pub const MAX_BUCKET_MIB: f64 = 65_536.0;
 
 /// The bytes of a bucket of `mib` MiB (at least one byte), or why that is no bucket size: the
 /// one check of a bucket size for every program.
-pub fn bucket_bytes(mib: f64) -> crate::Result<usize> {
+pub fn bucket_bytes(mib: f64) -> crate::error::Result<usize> {
     if !(mib.is_finite() && mib > 0.0 && mib <= MAX_BUCKET_MIB) {
-        return Err(crate::Error::BucketSize { mib });
+        return Err(crate::error::Error::BucketSize {
+            mib,
+            most: MAX_BUCKET_MIB,
+        });
     }
     Ok(((mib * (1u64 << 20) as f64).round() as usize).max(1))
 }

@@ -1,8 +1,8 @@
 //! Choosing the devices to run on: CUDA GPUs when they can run kernels, else a CPU mesh; and
 //! the `Sharded` mesh over them, with our CubeCL collectives between GPU devices.
 
+use crate::error::{Error, Result};
 use crate::named::{by_name, Named};
-use crate::{Error, Result};
 use burn::tensor::backend::{Backend, DeviceOps};
 #[cfg(feature = "cuda")]
 use cubecl::cuda::{CudaDevice, CudaRuntime};

@@ -1,8 +1,8 @@
 //! The optimizer of a run (Burn's SGD with momentum or AdamW, behind one type so that the
 //! training loop is compiled once) and its learning-rate schedule.
 
+use crate::error::{Error, Result};
 use crate::named::{by_name, Named};
-use crate::{Error, Result};
 use burn::module::AutodiffModule;
 use burn::module::ParamId;
 use burn::optim::adaptor::OptimizerAdaptor;

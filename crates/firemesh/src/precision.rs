@@ -12,8 +12,8 @@
 //! divided by it again before the update. A step whose gradients hold an inf or a NaN is
 //! skipped and the scale halved; after `growth_interval` clean steps in a row it doubles.
 
+use crate::error::{Error, Result};
 use crate::named::{by_name, Named};
-use crate::{Error, Result};
 use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
@@ -75,7 +75,7 @@ impl Precision {
                     _ => "",
                 };
                 return Err(Error::PrecisionUnsupported {
-                    precision: self,
+                    precision: self.name(),
                     rank,
                     device: format!("{}, {device:?}", B::name(device)),
                     hint,

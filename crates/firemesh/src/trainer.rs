@@ -29,9 +29,9 @@
 //! Loops that Burn drives (burn-train's `Learner`, or a user's own loop around an optimizer)
 //! keep the one-line path: [`crate::grads::Bucketed`].
 
+use crate::error::{Error, Result};
 use crate::grads::reduce_gradients_on_wire;
 use crate::precision::{unscale_gradients, LossScaler, LossScaling, Precision, ScalerState};
-use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer};

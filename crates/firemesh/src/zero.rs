@@ -14,8 +14,8 @@
 //! A checkpoint reads the state whole (gathered); loaded, it is `Replicated` until the first
 //! step slices it again, on whatever rank count the run resumes.
 
+use crate::error::{Error, Result};
 use crate::optim::AnyOptimizer;
-use crate::{Error, Result};
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::{AdamWState, GradientsParams, Optimizer};
