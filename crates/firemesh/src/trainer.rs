@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::grads::reduce_gradients_on_wire;
 use crate::precision::{unscale_gradients, LossScaler, LossScaling, Precision, ScalerState};
 use burn::backend::Autodiff;
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
@@ -224,6 +224,7 @@ where
     }
 
     fn new(model: M, optimizer: O, device: A::Device, sums: Option<Sums<M>>) -> Self {
+        draw_lazy_parameters::<A, M>(&model);
         Self {
             model: Some(model),
             optimizer,
@@ -388,4 +389,25 @@ where
 /// The seed of step `step`'s random draws: the run's seed and the step mixed.
 fn step_seed(seed: u64, step: usize) -> u64 {
     firemesh_rng::mix(seed, step as u64)
+}
+
+/// Draws every parameter of `model` that Burn has not initialized yet. Burn draws a parameter
+/// lazily, at its first use, from the random generator as it is then; a trainer that reseeds
+/// each step ([`Trainer::with_step_seeds`]) would otherwise draw the model from the first
+/// step's seed. So the model a trainer steps from is the one its maker seeded and built,
+/// whatever runs before the first step.
+fn draw_lazy_parameters<A: AutodiffBackend, M: AutodiffModule<A>>(model: &M) {
+    struct Draw;
+    impl<B: Backend> ModuleVisitor<B> for Draw {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let _ = param.val();
+        }
+        fn visit_int<const D: usize>(&mut self, param: &Param<Tensor<B, D, Int>>) {
+            let _ = param.val();
+        }
+        fn visit_bool<const D: usize>(&mut self, param: &Param<Tensor<B, D, Bool>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Draw);
 }
