@@ -125,14 +125,15 @@ fn train<B: Backend>(args: &Args, mesh: &Mesh<B::Device>) -> Result<(), Box<dyn 
         }
     }
     let model = trainer.model().valid();
-    let loss = held_out_loss::<B>(&model, mesh, &corpus, &held, args.batch)?;
-    println!(
-        "held-out loss {loss:.4}, perplexity {:.2} on {} sequences after {} steps",
-        loss.exp(),
-        held.len(),
-        args.steps
-    );
-    let prompt: Vec<u32> = corpus.tokens()[..8].to_vec();
+    match held_out_loss::<B>(&model, mesh, &corpus, &held, args.batch)? {
+        Some((loss, n)) => println!(
+            "held-out loss {loss:.4}, perplexity {:.2} on {n} sequences after {} steps",
+            loss.exp(),
+            args.steps
+        ),
+        None => println!("no held-out batch of at least {} sequences", mesh.len()),
+    }
+    let prompt: Vec<u32> = corpus.tokens().iter().take(8).copied().collect();
     let sampling = Sampling::Temperature {
         temperature: 0.8,
         seed: 42,
@@ -154,19 +155,19 @@ fn on_mesh<A: MeshBackend>(
 }
 
 /// The mean next-token loss on the windows at `indices`, `batch` at a time (a last batch
-/// smaller than the rank count is left out).
+/// smaller than the rank count is left out), and the windows it saw; `None` if it saw none.
 fn held_out_loss<B: Backend>(
     model: &Gpt<Sharded<B>>,
     mesh: &Mesh<B::Device>,
     corpus: &TextCorpus,
     indices: &[usize],
     batch: usize,
-) -> Result<f64, Box<dyn Error>> {
+) -> Result<Option<(f64, usize)>, Box<dyn Error>> {
     let (mut sum, mut seen) = (0.0, 0);
     for chunk in indices.chunks(batch).filter(|c| c.len() >= mesh.len()) {
         let loss = model.next_token_loss(on_mesh::<Sharded<B>>(mesh, corpus, chunk)?)?;
         sum += loss.into_scalar().elem::<f64>() * chunk.len() as f64;
         seen += chunk.len();
     }
-    Ok(sum / seen.max(1) as f64)
+    Ok((seen > 0).then(|| (sum / seen as f64, seen)))
 }

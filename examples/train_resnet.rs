@@ -128,13 +128,15 @@ fn train<B: Backend>(args: &Args, mesh: &Mesh<B::Device>) -> Result<(), Box<dyn 
             );
         }
     }
-    let accuracy = accuracy::<B>(&trainer.model().valid(), mesh, &*images, &held, args.batch)?;
-    println!(
-        "top-1 accuracy {:.1}% on {} held-out images after {} steps",
-        100.0 * accuracy,
-        held.len(),
-        args.steps
-    );
+    let model = trainer.model().valid();
+    match accuracy::<B>(&model, mesh, &*images, &held, args.batch)? {
+        Some((accuracy, n)) => println!(
+            "top-1 accuracy {:.1}% on {n} held-out images after {} steps",
+            100.0 * accuracy,
+            args.steps
+        ),
+        None => println!("no held-out batch of at least {} images", mesh.len()),
+    }
     Ok(())
 }
 
@@ -172,14 +174,14 @@ fn on_mesh<A: firemesh_backend::MeshBackend>(
 }
 
 /// Top-1 accuracy on the images at `indices`, `batch` at a time (a last batch smaller than
-/// the rank count is left out).
+/// the rank count is left out), and the images it saw; `None` if it saw none.
 fn accuracy<B: Backend>(
     model: &ResNet<Sharded<B>>,
     mesh: &Mesh<B::Device>,
     images: &dyn Dataset<ImageItem>,
     indices: &[usize],
     batch: usize,
-) -> Result<f64, Box<dyn Error>> {
+) -> Result<Option<(f64, usize)>, Box<dyn Error>> {
     let (mut correct, mut seen) = (0, 0);
     for chunk in indices.chunks(batch).filter(|c| c.len() >= mesh.len()) {
         let (x, y) = on_mesh::<Sharded<B>>(mesh, images, chunk)?;
@@ -187,5 +189,5 @@ fn accuracy<B: Backend>(
         correct += predicted.equal(y).int().sum().into_scalar().elem::<i64>();
         seen += chunk.len();
     }
-    Ok(correct as f64 / seen.max(1) as f64)
+    Ok((seen > 0).then(|| (correct as f64 / seen as f64, seen)))
 }

@@ -387,21 +387,25 @@ impl<D> Mesh<D> {
         firemesh_rng::mix(streams.0, streams.1)
     }
 
-    /// The mesh's place in the registry (its [`DeviceId`]'s `index_id`).
-    pub(crate) fn index(&self) -> u16 {
-        self.inner.index
+    /// What names this mesh among every mesh of the process: its device type and its place
+    /// in that type's registry (its [`DeviceId`]'s `index_id`).
+    pub(crate) fn key(&self) -> armed::MeshKey
+    where
+        D: 'static,
+    {
+        (TypeId::of::<D>(), self.inner.index)
     }
 
     /// The early gradient buckets the calling thread armed here, if any (`runtime/armed.rs`).
     pub(crate) fn early_buckets(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        armed::early_buckets(self.inner.index)
+        armed::early_buckets(self.key())
     }
 
     /// The precision the calling thread's matrix products and convolutions run in here, if one
     /// is armed ([`Mesh::autocast`], or a `StepScope` entered;
     /// `runtime/armed.rs`).
     pub fn autocast_precision(&self) -> Option<FloatDType> {
-        armed::autocast(self.inner.index)
+        armed::autocast(self.key())
     }
 
     fn lock_streams(&self) -> MutexGuard<'_, (u64, u64)> {

@@ -6,15 +6,16 @@
 
 use crate::buckets::EarlyBuckets;
 use crate::mesh::Mesh;
-use crate::runtime::armed::{arm, Setting, Token};
+use crate::runtime::armed::{arm, MeshKey, Setting, Token};
 use burn_backend::FloatDType;
 
 /// What one training step arms for its forward and backward passes on one mesh: the precision
 /// of matrix products and convolutions (none: their operands' own) and the early gradient
 /// buckets its backward pass fills (none: the gradients are summed after it). A loop owns one
-/// and [enters](StepScope::enter) it for each step's passes.
+/// and enters it for each step: [`StepScope::enter`] around the forward and backward passes,
+/// [`StepScope::enter_backward`] around the backward pass.
 pub struct StepScope {
-    mesh: u16,
+    mesh: MeshKey,
     /// Whether early buckets can cross this mesh's processes ([`EarlyBuckets::arm`]).
     crossing: bool,
     autocast: Option<FloatDType>,
@@ -23,9 +24,9 @@ pub struct StepScope {
 
 impl StepScope {
     /// A scope on `mesh` that arms nothing.
-    pub fn new<D>(mesh: &Mesh<D>) -> Self {
+    pub fn new<D: 'static>(mesh: &Mesh<D>) -> Self {
         Self {
-            mesh: mesh.index(),
+            mesh: mesh.key(),
             crossing: mesh.processes() == 1 || mesh.side_link().is_some(),
             autocast: None,
             early: None,
@@ -50,17 +51,28 @@ impl StepScope {
         self.early.as_ref()
     }
 
-    /// Arms this scope for the ops the calling thread issues on its mesh, until the returned
-    /// value drops.
+    /// Arms this scope's precision for the ops the calling thread issues on its mesh (the
+    /// forward and backward passes), until the returned value drops.
     pub fn enter(&self) -> Entered {
-        let mut tokens = Vec::new();
-        if let Some(dtype) = self.autocast {
-            tokens.push(arm(self.mesh, Setting::Autocast(dtype)));
+        let tokens = self
+            .autocast
+            .map(|dtype| arm(self.mesh, Setting::Autocast(dtype)));
+        Entered {
+            _tokens: tokens.into_iter().collect(),
         }
-        if let Some(early) = &self.early {
-            tokens.push(early.arm_on(self.mesh, self.crossing));
+    }
+
+    /// Arms this scope's early buckets for the calling thread's backward pass on its mesh,
+    /// until the returned value drops. A loss that runs a backward pass of its own (a gradient
+    /// penalty) runs it before this, so its gradients stay out of the step's buckets.
+    pub fn enter_backward(&self) -> Entered {
+        let tokens = self
+            .early
+            .as_ref()
+            .map(|e| e.arm_on(self.mesh, self.crossing));
+        Entered {
+            _tokens: tokens.into_iter().collect(),
         }
-        Entered { _tokens: tokens }
     }
 }
 

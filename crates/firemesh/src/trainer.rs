@@ -297,18 +297,19 @@ where
         let sums = &self.sums;
         let scale = self.scaler.as_ref().map(LossScaler::scale);
         let (outcome, counts) = stats::count(|| {
-            // The step's scope (its precision, its early buckets) for the forward and backward
-            // passes.
-            let entered = sums.as_ref().map(|s| s.scope.enter());
+            // The step's scope: its precision for the forward and backward passes, its early
+            // buckets for the backward pass.
+            let forward = sums.as_ref().map(|s| s.scope.enter());
             let loss = match loss(&model) {
                 Ok(loss) => loss,
                 Err(e) => return Err((model, e)),
             };
+            let backward = sums.as_ref().map(|s| s.scope.enter_backward());
             let grads = match scale {
                 Some(scale) => loss.clone().mul_scalar(scale).backward(),
                 None => loss.backward(),
             };
-            drop(entered);
+            drop((backward, forward));
             let mut grads = GradientsParams::from_grads(grads, &model);
             let collectives = sums.as_ref().map_or(0, |s| {
                 (s.reduce)(

@@ -54,7 +54,7 @@ impl<D> Mesh<D> {
     /// other meshes, keep their own setting (`scope.rs`).
     pub fn autocast(&self, dtype: FloatDType) -> Autocasting<D> {
         Autocasting {
-            _armed: armed::arm(self.index(), armed::Setting::Autocast(dtype)),
+            _armed: armed::arm(self.key(), armed::Setting::Autocast(dtype)),
             mesh: PhantomData,
         }
     }

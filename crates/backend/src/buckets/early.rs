@@ -135,16 +135,16 @@ impl EarlyBuckets {
     pub fn arm<D: 'static>(&self, mesh: &Mesh<D>) -> Armed<D> {
         let crossing = mesh.processes() == 1 || mesh.side_link().is_some();
         Armed {
-            _armed: self.arm_on(mesh.index(), crossing),
+            _armed: self.arm_on(mesh.key(), crossing),
             mesh: PhantomData,
         }
     }
 
-    /// Arms these buckets on the mesh with index `mesh` for the calling thread (none where they
-    /// cannot cross its processes).
-    pub(crate) fn arm_on(&self, mesh: u16, crossing: bool) -> armed::Token {
+    /// Arms these buckets on `mesh` for the calling thread (none where they cannot cross its
+    /// processes).
+    pub(crate) fn arm_on(&self, mesh: armed::MeshKey, crossing: bool) -> armed::Token {
         let session: Arc<dyn Any + Send + Sync> = self.session.clone();
-        let setting = armed::Setting::Early(crossing.then_some(session));
+        let setting = armed::Setting::Early(crossing.then(|| Arc::downgrade(&session)));
         armed::arm(mesh, setting)
     }
 

@@ -3,24 +3,29 @@
 //! arming thread keeps its own list of what it armed: nothing of it lives on the mesh, and no
 //! thread sees another's. Each entry lives as long as its [`Token`]: dropped anywhere (another
 //! thread included), it ends; an inner entry shadows an outer one on the same mesh until it
-//! ends. Meshes are named by their index; nothing here knows what a mesh is.
+//! ends. Meshes are named by a [`MeshKey`]; nothing here knows what a mesh is.
 
 use burn_backend::FloatDType;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
+
+/// Names one mesh: its device type and its place in that type's registry (indices repeat
+/// across device types).
+pub(crate) type MeshKey = (TypeId, u16);
 
 /// One armed setting.
 #[derive(Clone)]
 pub(crate) enum Setting {
     /// The precision products and convolutions run in.
     Autocast(FloatDType),
-    /// An `EarlyBuckets`' state; `None` arms none (shadowing an outer one).
-    Early(Option<Arc<dyn Any + Send + Sync>>),
+    /// An `EarlyBuckets`' state, held weakly (its owner keeps it; an ended entry must not);
+    /// `None` arms none (shadowing an outer one).
+    Early(Option<Weak<dyn Any + Send + Sync>>),
 }
 
 struct Entry {
-    mesh: u16,
+    mesh: MeshKey,
     setting: Setting,
     alive: Weak<()>,
 }
@@ -36,8 +41,8 @@ pub(crate) struct Token {
     _alive: Arc<()>,
 }
 
-/// Arms `setting` on the mesh with index `mesh` for the calling thread.
-pub(crate) fn arm(mesh: u16, setting: Setting) -> Token {
+/// Arms `setting` on the mesh `mesh` for the calling thread.
+pub(crate) fn arm(mesh: MeshKey, setting: Setting) -> Token {
     let alive = Arc::new(());
     let entry = Entry {
         mesh,
@@ -52,7 +57,7 @@ pub(crate) fn arm(mesh: u16, setting: Setting) -> Token {
 }
 
 /// The innermost setting in force that the calling thread armed on `mesh` and `pick` takes.
-fn innermost<T>(mesh: u16, pick: impl Fn(&Setting) -> Option<T>) -> Option<T> {
+fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Setting) -> Option<T>) -> Option<T> {
     ARMED
         .try_with(|armed| {
             let armed = armed.borrow();
@@ -67,18 +72,19 @@ fn innermost<T>(mesh: u16, pick: impl Fn(&Setting) -> Option<T>) -> Option<T> {
 }
 
 /// The precision the calling thread armed on `mesh`, if any.
-pub(crate) fn autocast(mesh: u16) -> Option<FloatDType> {
+pub(crate) fn autocast(mesh: MeshKey) -> Option<FloatDType> {
     innermost(mesh, |s| match s {
         Setting::Autocast(dtype) => Some(*dtype),
         Setting::Early(_) => None,
     })
 }
 
-/// The early buckets the calling thread armed on `mesh`, if any.
-pub(crate) fn early_buckets(mesh: u16) -> Option<Arc<dyn Any + Send + Sync>> {
+/// The early buckets the calling thread armed on `mesh`, if any (and still owned).
+pub(crate) fn early_buckets(mesh: MeshKey) -> Option<Arc<dyn Any + Send + Sync>> {
     innermost(mesh, |s| match s {
         Setting::Early(session) => Some(session.clone()),
         Setting::Autocast(_) => None,
     })
     .flatten()
+    .and_then(|session| session.upgrade())
 }

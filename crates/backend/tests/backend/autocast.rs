@@ -326,3 +326,14 @@ fn held_narrow_results_move_between_ranks_exactly() {
         }
     }
 }
+
+/// Meshes of different device types share registry indices (each type's default mesh is 0): a
+/// precision armed on one is not armed on the other.
+#[test]
+fn a_precision_armed_on_one_device_type_stays_off_another() {
+    let flex = Mesh::<burn::backend::flex::FlexDevice>::default();
+    let wgpu = Mesh::<burn_wgpu::WgpuDevice>::default();
+    let _armed = flex.autocast(FloatDType::BF16);
+    assert_eq!(flex.autocast_precision(), Some(FloatDType::BF16));
+    assert_eq!(wgpu.autocast_precision(), None, "the other type's mesh 0");
+}

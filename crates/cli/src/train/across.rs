@@ -9,7 +9,8 @@ use firemesh::mesh::DeviceMesh;
 /// How a run on `mesh` crosses the processes of a world, or why it cannot. Joined by MPI (in a
 /// build with the `mpi` feature): CPU and wgpu meshes through MPI, CUDA meshes through NCCL
 /// (found at run time). Joined by NCCL's own bootstrap at `nccl_bootstrap` (torchrun-style
-/// variables): CUDA meshes from GPU 0 only.
+/// variables): CUDA meshes from GPU 0 only. Every NCCL case needs the `experimental` feature
+/// (`nccl::transport`).
 pub(super) fn world_support(mesh: &DeviceMesh, nccl_bootstrap: Option<&str>) -> Result<String> {
     if nccl_bootstrap.is_none() && !cfg!(feature = "mpi") {
         return Err(Error::Invalid(

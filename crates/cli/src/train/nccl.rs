@@ -100,7 +100,7 @@ pub(super) fn transport(mesh: &DeviceMesh, bootstrap: Option<&str>) -> Result<St
 /// communicator whose process 0 listens at the address it is given (`ncclGetUniqueId` under
 /// `NCCL_COMM_ID`, which the program's edge sets): one for the world's link, one for its side
 /// channel, both before any join. Refused first, before NCCL is asked, as every build refuses
-/// them (`join::torchrun_meeting`). A join that does not complete within `timeout` fails (a
+/// them ([`torchrun_meeting`]). A join that does not complete within `timeout` fails (a
 /// process missing, or an address that cannot be reached).
 pub fn join_by_nccl(
     world: &World,

@@ -84,7 +84,7 @@ impl Tally {
 pub struct StepLog {
     pub progress: Progress,
     pub metrics: MetricsLog,
-    /// When this run's first step began.
+    /// When the log opened, just before this run's first step.
     pub begin: Instant,
 }
 

@@ -200,7 +200,6 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
-/// The world the variables `vars` describe.
 /// The experimental join by NCCL's own bootstrap, called as the library (any build): an id that
 /// cannot be made (no NCCL here; on a GPU machine, a peer that never comes) fails in one error
 /// naming the process and the place, and the checks every build makes come first.
@@ -239,6 +238,7 @@ fn an_nccl_bootstrap_join_that_cannot_be_made_names_its_process_and_place() {
     );
 }
 
+/// The world the variables `vars` describe.
 fn world(vars: &[(&str, &str)]) -> Result<World> {
     let vars: HashMap<String, String> = vars
         .iter()
