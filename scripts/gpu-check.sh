@@ -49,7 +49,7 @@ MAX_TRAVEL_BYTES=$((60 * 1024 * 1024))
 
 # The test binary of package $1's integration test $2, built in release.
 test_binary() {
-    cargo test --release -p "$1" --test "$2" --no-run --message-format=json 2>/dev/null |
+    cargo test --release -p "$1" --test "$2" "${@:3}" --no-run --message-format=json 2>/dev/null |
         grep -o "\"executable\":\"[^\"]*/$2-[^\"]*\"" | tail -1 | cut -d'"' -f4
 }
 
@@ -87,7 +87,7 @@ build() {
     cp target/release/firemesh "$staged/firemesh"
     cp "$(test_binary firemesh-collective collective)" "$staged/collectives" || return 1
     cp "$(test_binary firemesh-backend backend)" "$staged/backend" || return 1
-    cp "$(test_binary firemesh-nccl gpu)" "$staged/nccl" || return 1
+    cp "$(test_binary firemesh-world nccl_gpu --features nccl)" "$staged/nccl" || return 1
     # `nccl` and `ddp` turn on Burn's `distributed` feature, for these two binaries only.
     cargo build --release -p firemesh-benches --features burn-collective,nccl --bin allreduce || return 1
     cp target/release/allreduce "$staged/allreduce"

@@ -7,10 +7,11 @@
 //! only, and every process holds blocks of the same sizes (so the global shape is the local
 //! one times the processes, and any process can say every block's size). Sums and gathers
 //! cross the processes after the ranks of the process (`route/in_world.rs`): one buffer per
-//! process goes through the world's [`ProcessLink`](firemesh_collective::ProcessLink), and
+//! process goes through the world's [`ProcessLink`](firemesh_world::ProcessLink), and
 //! every process combines all of them in process order, so every process holds the same bits. A
 //! large sum in a world of more than 2 processes goes by blocks (an all-to-all, each process
 //! summing its block, then an all-gather of the sums), adding each element in the same order.
+//! What crosses, and how it is cut, is `firemesh_world::exchange`'s; the additions are here.
 //!
 //! Two threads of a process cross the processes: the one that issues the step (its sums:
 //! the loss, BatchNorm's statistics, the gradient buckets left for the optimizer step) and
@@ -24,7 +25,8 @@ use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::placement::even_split;
 use burn_backend::{Backend, TensorData, TensorMetadata};
-use firemesh_collective::ProcessLink;
+use firemesh_world::exchange::{self, Shaped};
+use firemesh_world::{LinkError, ProcessLink};
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -55,19 +57,6 @@ fn link_here<D>(mesh: &Mesh<D>) -> &Arc<dyn ProcessLink> {
     }
 }
 
-/// The number little-endian `bytes` hold (the counts processes exchange).
-fn number(bytes: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = bytes.len().min(8);
-    b[..n].copy_from_slice(&bytes[..n]);
-    u64::from_le_bytes(b)
-}
-
-/// Buffers from this size on cross a world of more than 2 processes by blocks
-/// ([`sum_by_blocks`]) where the link has its own all-to-all (MPI's, NCCL's); smaller ones,
-/// and all on other links, whole in one exchange.
-const BLOCKS_FROM_BYTES: usize = 64 * 1024;
-
 /// `addend(0) + addend(1) + ...` over the world's processes, in process order: the one order
 /// of addition every sum across processes keeps, so that every process holds the same bits.
 fn in_process_order<B: Backend, K: Kind<B>>(
@@ -86,10 +75,12 @@ fn own_chunks(
     mesh: &Mesh<impl burn_backend::DeviceOps>,
     link: &Arc<dyn ProcessLink>,
 ) -> Vec<Vec<u8>> {
-    let me = mesh.process();
-    let send_lens: Vec<usize> = chunks.iter().map(|c| c * size).collect();
-    link.all_to_all(bytes, &send_lens, &vec![send_lens[me]; mesh.processes()])
-        .unwrap_or_else(|e| panic!("firemesh: process {me}: {e}"))
+    crossed(mesh, exchange::own_chunks(&**link, bytes, chunks, size))
+}
+
+/// What crossed the processes, or the panic of `mesh`'s process that names why it could not.
+fn crossed<T>(mesh: &Mesh<impl burn_backend::DeviceOps>, result: Result<T, LinkError>) -> T {
+    result.unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()))
 }
 
 /// The sum over the processes of `whole`, this process's sum over its ranks (on rank 0's
@@ -101,18 +92,12 @@ pub(crate) fn sum_across<B: Backend, K: Kind<B>>(whole: K::P, mesh: &Mesh<B::Dev
     }
     let elements = whole.shape().num_elements();
     let link = link_here(mesh);
-    if by_blocks(link, elements * whole.dtype().size(), elements) {
+    if exchange::by_blocks(&**link, elements * whole.dtype().size(), elements) {
         let home = mesh.device(0);
         return K::from_data(sum_by_blocks::<B, K>(K::into_data(whole), mesh, link), home);
     }
     let all = exchange::<B, K>(whole, mesh);
     in_process_order::<B, K>(mesh, |q| all[q].clone())
-}
-
-/// Whether a sum of `elements` taking `bytes` goes by blocks ([`sum_by_blocks`]) through `link`.
-fn by_blocks(link: &Arc<dyn ProcessLink>, bytes: usize, elements: usize) -> bool {
-    let n = link.processes();
-    n > 2 && link.has_all_to_all() && bytes >= BLOCKS_FROM_BYTES && elements >= n
 }
 
 /// [`sum_across`] of a large buffer: process `q` sums block `q` of every process's buffer (in
@@ -128,9 +113,7 @@ fn sum_by_blocks<B: Backend, K: Kind<B>>(
     let (dtype, shape) = (data.dtype, data.shape.clone());
     let blocks = even_split(data.num_elements(), mesh.processes());
     let sum = K::into_data(sum_own_block::<B, K>(data, &blocks, mesh, link));
-    let summed = link
-        .all_gather(sum.as_bytes())
-        .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
+    let summed = crossed(mesh, link.all_gather(sum.as_bytes()));
     TensorData::from_bytes_vec(summed.concat(), shape, dtype)
 }
 
@@ -153,7 +136,7 @@ pub(crate) fn sum_blocks_across<B: Backend, K: Kind<B>>(
     let node = on_host::<B, K>(&blocks);
     let (dtype, total) = (node.dtype, node.num_elements());
     let size = dtype.size();
-    let starts = firemesh_collective::offsets(&lens);
+    let starts = crate::placement::offsets(&lens);
     let piece = |all: &[u8], r: usize| {
         let at = starts[r] * size..(starts[r] + lens[r]) * size;
         K::from_data(
@@ -162,7 +145,7 @@ pub(crate) fn sum_blocks_across<B: Backend, K: Kind<B>>(
         )
     };
     let link = link_here(mesh);
-    if by_blocks(link, total * size, total) {
+    if exchange::by_blocks(&**link, total * size, total) {
         let sum = sum_by_blocks::<B, K>(node, mesh, link);
         return (0..lens.len()).map(|r| piece(sum.as_bytes(), r)).collect();
     }
@@ -227,7 +210,7 @@ pub(crate) fn scatter_blocks_across<B: Backend, K: Kind<B>>(
     let chunks: Vec<usize> = lens.chunks(ranks).map(|own| own.iter().sum()).collect();
     let got = own_chunks(node.as_bytes(), &chunks, size, mesh, link_here(mesh));
     let own = &lens[me * ranks..(me + 1) * ranks];
-    let starts = firemesh_collective::offsets(own);
+    let starts = crate::placement::offsets(own);
     (0..ranks)
         .map(|r| {
             let at = starts[r] * size..(starts[r] + own[r]) * size;
@@ -291,23 +274,11 @@ pub(crate) fn gather_bytes_across(
     ranges: &[std::ops::Range<usize>],
     mesh: &Mesh<impl burn_backend::DeviceOps>,
 ) -> Vec<Vec<u8>> {
-    let all = exchange_data(data, mesh);
-    let len = data.as_bytes().len();
-    ranges
-        .iter()
-        .map(|range| {
-            let mut out = Vec::with_capacity(range.len());
-            for (q, bytes) in all.iter().enumerate() {
-                let (from, to) = (q * len, (q + 1) * len);
-                if range.start < to && from < range.end {
-                    out.extend_from_slice(
-                        &bytes[range.start.max(from) - from..range.end.min(to) - from],
-                    );
-                }
-            }
-            out
-        })
-        .collect()
+    let link = &**link_here(mesh);
+    crossed(
+        mesh,
+        exchange::gather_ranges(link, &data.shape, data.as_bytes(), ranges),
+    )
 }
 
 /// Every process's `p`, in process order, on rank 0's device (this process's as it is).
@@ -326,55 +297,13 @@ fn exchange<B: Backend, K: Kind<B>>(p: K::P, mesh: &Mesh<B::Device>) -> Vec<K::P
         .collect()
 }
 
-/// What every process sent of one exchange ([`exchange_data`]), in process order.
-struct Exchanged {
-    messages: Vec<Vec<u8>>,
-    /// The bytes of each message's header.
-    header: usize,
-}
-
-impl Exchanged {
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.messages.iter().map(|m| &m[self.header..])
-    }
-}
-
-impl std::ops::Index<usize> for Exchanged {
-    type Output = [u8];
-    fn index(&self, q: usize) -> &[u8] {
-        &self.messages[q][self.header..]
-    }
-}
-
 /// Every process's bytes of `data` (one shape on every process), in process order.
-fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -> Exchanged {
-    let link = link_here(mesh);
-    let header = 8 * (data.shape.len() + 1);
-    let mut message = Vec::with_capacity(header + data.as_bytes().len());
-    message.extend((data.shape.len() as u64).to_le_bytes());
-    for d in data.shape.iter() {
-        message.extend((*d as u64).to_le_bytes());
-    }
-    message.extend_from_slice(data.as_bytes());
-    let messages = link
-        .all_gather(&message)
-        .unwrap_or_else(|e| panic!("firemesh: process {}: {e}", mesh.process()));
-    for (q, m) in messages.iter().enumerate() {
-        let dims = number(&m[..8]) as usize;
-        let shape: Vec<usize> = (0..dims)
-            .map(|i| number(&m[8 * (i + 1)..8 * (i + 2)]) as usize)
-            .collect();
-        // Every process holds blocks of the same sizes: another shape is another exchange
-        // (the processes' exchanges out of step), never to be added or joined.
-        assert!(
-            shape == data.shape.as_slice(),
-            "firemesh: process {}: process {q} sent a tensor of shape {shape:?} where this \
-             one has {:?}: the processes' exchanges are out of step",
-            mesh.process(),
-            data.shape
-        );
-    }
-    Exchanged { messages, header }
+fn exchange_data(data: &TensorData, mesh: &Mesh<impl burn_backend::DeviceOps>) -> Shaped {
+    let link = &**link_here(mesh);
+    crossed(
+        mesh,
+        exchange::gather_shaped(link, &data.shape, data.as_bytes()),
+    )
 }
 
 /// This process's share of world blocks `sizes`: its ranks' sizes, and where its first block

@@ -129,7 +129,7 @@ impl<B: Backend> Sharded<B> {
     /// ([`Mesh::in_world`]: every process of the world calls it at once).
     pub fn world_mesh(
         devices: Vec<B::Device>,
-        link: std::sync::Arc<dyn firemesh_collective::ProcessLink>,
+        link: std::sync::Arc<dyn firemesh_world::ProcessLink>,
     ) -> Result<Mesh<B::Device>, MeshError> {
         Self::tried(Mesh::in_world(devices, link)?)
     }

@@ -6,7 +6,7 @@
 use crate::runtime::armed;
 use crate::runtime::lanes::{Lanes, DEFAULT_POLL};
 use burn_backend::{DeviceId, DeviceOps, FloatDType};
-use firemesh_collective::ProcessLink;
+use firemesh_world::ProcessLink;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,7 +127,7 @@ pub enum MeshError {
     #[error("the processes of the world disagree on the ranks per process: {0}")]
     UnevenWorld(String),
     #[error("{0}")]
-    Link(#[from] firemesh_collective::LinkError),
+    Link(#[from] firemesh_world::LinkError),
 }
 
 const MAX_RANKS: usize = 1024;

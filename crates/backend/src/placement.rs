@@ -28,6 +28,11 @@ pub(crate) fn block_ranges(sizes: &[usize]) -> Vec<Range<usize>> {
     firemesh_collective::ranges_from_lens(sizes)
 }
 
+/// Where each block starts, from the block sizes.
+pub(crate) fn offsets(sizes: &[usize]) -> Vec<usize> {
+    block_ranges(sizes).into_iter().map(|r| r.start).collect()
+}
+
 /// This process's block sizes of `len` rows split over the world's ranks: every process the
 /// same blocks (an even split of its `len / processes` rows), `None` when the processes
 /// cannot hold equal shares.

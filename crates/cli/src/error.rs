@@ -94,6 +94,19 @@ impl From<firemesh::Error> for Error {
     }
 }
 
+/// A world that could not be formed: the launcher's variables (or this build) refuse it, or
+/// its processes refused together (every process prints it before any exits), or its link
+/// failed.
+impl From<firemesh::world::Error> for Error {
+    fn from(e: firemesh::world::Error) -> Self {
+        use firemesh::world::Error as World;
+        match e {
+            World::Together(why) => Self::World(why),
+            e @ (World::Launcher(_) | World::Link { .. }) => Self::Invalid(e.to_string()),
+        }
+    }
+}
+
 impl Error {
     /// An I/O error with what was being done (`cannot write metrics.jsonl`, a path).
     pub fn io(context: impl std::fmt::Display, source: std::io::Error) -> Self {

@@ -14,4 +14,3 @@ pub mod options;
 pub mod simulate;
 pub mod trace;
 pub mod train;
-pub mod world;

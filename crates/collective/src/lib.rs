@@ -24,7 +24,6 @@ mod kernels;
 mod op;
 mod portable_group;
 pub mod probe;
-pub mod processes;
 pub mod stream;
 mod tensors;
 pub mod transport;
@@ -40,10 +39,6 @@ pub use fabric::device::DeviceBuffer;
 pub use group::Group;
 pub use op::{Combine, ReduceOp};
 pub use portable_group::PortableGroup;
-pub use processes::{
-    check_all_to_all, no_answer, offsets, wait_for_exchange, LinkError, ProcessLink, ThreadLink,
-    ThreadWorld,
-};
 pub use stream::DeviceStream;
 pub use tensors::{TensorBridge, TensorCollectives};
 pub use transport::{Arrival, CollectiveRuntime, Rank, Transport};

@@ -1,5 +1,5 @@
-//! firemesh: multi-GPU data-parallel training for Burn. The library: the `Sharded` backend and
-//! the collectives re-exported, [`Trainer`] (one training step for every loop), gradient
+//! firemesh: multi-GPU data-parallel training for Burn. The library: the `Sharded` backend, the
+//! collectives and the world of processes ([`world`]: links, launchers, joins) re-exported, [`Trainer`] (one training step for every loop), gradient
 //! buckets, mixed precision ([`precision`]), ZeRO-1 ([`zero`]), meshes and their
 //! `RuntimeConfig`, checkpoints, the optimizers ([`optim`]) and the programs' allocator.
 //! The command line (`firemesh train`, `bench`, `simulate`, `compare`, `demo`) is the
@@ -8,6 +8,7 @@
 pub use error::{Error, Result};
 pub use firemesh_backend as backend;
 pub use firemesh_collective as collective;
+pub use firemesh_world as world;
 pub use precision::{LossScaler, LossScaling, Precision};
 pub use trainer::{StepReport, Trainer};
 

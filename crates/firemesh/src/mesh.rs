@@ -14,9 +14,9 @@ use firemesh_backend::{Mesh, MeshConfig, Sharded};
 #[cfg(feature = "cpu")]
 use firemesh_collective::PortableGroup;
 use firemesh_collective::{
-    CollectiveConfig, CollectiveRuntime, Group, ProcessLink, TensorCollectives, Transfer,
-    Unavailable,
+    CollectiveConfig, CollectiveRuntime, Group, TensorCollectives, Transfer, Unavailable,
 };
+use firemesh_world::ProcessLink;
 use std::sync::Arc;
 
 /// How firemesh runs the meshes it makes: made once at the program's edge (the command line

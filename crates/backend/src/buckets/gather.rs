@@ -6,11 +6,11 @@
 
 use super::{block_offsets, cat, piece, F, P};
 use crate::kind::FloatKind;
+use crate::placement::offsets as starts;
 use crate::placement::Placement;
 use crate::route::{self, To};
 use crate::stats::{self, Redistribution};
 use burn_backend::{Backend, TensorMetadata};
-use firemesh_collective::offsets as starts;
 
 /// The `Shard(0)` tensors gathered (now `Replicated`), whole tensors in buckets of about
 /// `bucket_bytes` (a tensor larger than that is a bucket alone); tensors of other placements

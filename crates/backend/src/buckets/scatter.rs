@@ -4,11 +4,11 @@
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
 use super::{block_offsets, cat, in_dtype, narrowing, piece, sum_run, F, P};
+use crate::placement::offsets;
 use crate::placement::Placement;
 use crate::route;
 use crate::stats::{self, Redistribution};
 use burn_backend::{Backend, FloatDType, TensorMetadata};
-use firemesh_collective::offsets;
 
 /// The `Partial` tensors summed over the ranks into `Shard(0)` blocks (rank r holds the sum of
 /// its even share of rows), whole tensors in buckets of about `bucket_bytes`, each f32 bucket

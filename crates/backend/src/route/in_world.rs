@@ -101,7 +101,7 @@ pub(super) fn gather_in_world<B: Backend, K: Kind<B>>(
     shape[0] *= mesh.processes();
     let (dtype, size) = (node.dtype, node.dtype.size());
     let lens = even_split(world_elements, mesh.len());
-    let ranges: Vec<_> = (firemesh_collective::offsets(&lens).into_iter().zip(&lens))
+    let ranges: Vec<_> = (crate::placement::offsets(&lens).into_iter().zip(&lens))
         .map(|(start, len)| start * size..(start + len) * size)
         .collect();
     let bytes = across::gather_bytes_across(&node, &ranges, mesh);

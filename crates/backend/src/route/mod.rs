@@ -190,7 +190,7 @@ fn to_ranks<B: Backend>(
     lens: &[usize],
     mesh: &Mesh<B::Device>,
 ) -> Vec<B::FloatTensorPrimitive> {
-    let starts = firemesh_collective::offsets(lens);
+    let starts = crate::placement::offsets(lens);
     (lens.iter().zip(starts).zip(mesh.devices()))
         .map(|((&len, start), device)| {
             let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];

@@ -52,11 +52,9 @@ pub const WORLD_PROCESSES: usize = 2;
 
 /// One link per process of a fresh world of [`WORLD_PROCESSES`], taken by the threads that
 /// stand in for them (each pops one).
-pub fn world_links() -> std::sync::Mutex<Vec<firemesh_collective::ThreadLink>> {
-    let links = firemesh_collective::ThreadWorld::links(
-        WORLD_PROCESSES,
-        std::time::Duration::from_secs(60),
-    );
+pub fn world_links() -> std::sync::Mutex<Vec<firemesh_world::ThreadLink>> {
+    let links =
+        firemesh_world::ThreadWorld::links(WORLD_PROCESSES, std::time::Duration::from_secs(60));
     std::sync::Mutex::new(links)
 }
 
@@ -64,10 +62,10 @@ pub fn world_links() -> std::sync::Mutex<Vec<firemesh_collective::ThreadLink>> {
 /// `links`) of its world.
 pub fn world_mesh(
     ranks: usize,
-    links: &std::sync::Mutex<Vec<firemesh_collective::ThreadLink>>,
+    links: &std::sync::Mutex<Vec<firemesh_world::ThreadLink>>,
 ) -> Mesh<FlexDevice> {
     let link = links.lock().unwrap().pop().expect("a link per process");
-    let link: std::sync::Arc<dyn firemesh_collective::ProcessLink> = std::sync::Arc::new(link);
+    let link: std::sync::Arc<dyn firemesh_world::ProcessLink> = std::sync::Arc::new(link);
     Mesh::in_world(vec![CPU; ranks], link).expect("a world mesh")
 }
 

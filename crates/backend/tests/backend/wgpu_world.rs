@@ -7,7 +7,8 @@ use crate::wgpu::devices;
 use burn::tensor::{Tensor, TensorData};
 use burn_wgpu::Wgpu;
 use firemesh_backend::{redistribute, MeshCollectives, Placement, Route, Sharded};
-use firemesh_collective::{CollectiveError, ProcessLink, ThreadWorld};
+use firemesh_collective::CollectiveError;
+use firemesh_world::{ProcessLink, ThreadWorld};
 use std::sync::{Arc, Mutex};
 
 type W = Sharded<Wgpu>;

@@ -5,7 +5,7 @@
 use crate::common::{Ref, CPU, S};
 use burn::tensor::Tensor;
 use firemesh_backend::{from_parts, redistribute, to_inner, Mesh, Placement};
-use firemesh_collective::{ProcessLink, ThreadWorld};
+use firemesh_world::{ProcessLink, ThreadWorld};
 use std::sync::Arc;
 use std::time::Duration;
 

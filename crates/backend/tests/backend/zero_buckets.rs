@@ -122,7 +122,7 @@ fn on_wgpu_clients_the_group_reduce_scatters_a_bucket() {
 #[test]
 fn across_processes_a_bucket_reduce_scatters_to_the_bits_of_the_whole_sum() {
     use firemesh_backend::{stats, Mesh, Route};
-    use firemesh_collective::{ProcessLink, ThreadWorld};
+    use firemesh_world::{ProcessLink, ThreadWorld};
     let (a, b, c) = (rand([12, 5], 4), rand([7, 3], 5), rand([3, 2], 6));
     let (a, b, c) = (&a, &b, &c);
     let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));

@@ -1,11 +1,11 @@
 //! `firemesh train` as a command: the options of the command line, the world joined before
 //! anything is written, the run, and what it prints when it ends.
 
-use super::join::{self, MpiJoin};
+use super::join;
 use super::{Processes, Stop, Summary, TrainConfig, TrainOptions};
 use crate::options::RuntimeOptions;
-use crate::world::World;
 use crate::{Error, Result};
+use firemesh::world::World;
 use std::time::Duration;
 
 /// The options of `firemesh train`.
@@ -38,17 +38,17 @@ pub struct TrainCommand {
     pub runtime: RuntimeOptions,
 }
 
-/// A run's processes, joined: the launcher's world, its link, and MPI while the run lasts
-/// (dropping it finalises MPI, which mpirun expects of a process that ends well).
+/// A run's processes, joined: the launcher's world, and its processes while the run lasts
+/// (dropping them finalises MPI where they joined through it, which mpirun expects of a process
+/// that ends well).
 pub struct Joined {
     world: World,
-    processes: Processes,
-    _mpi: MpiJoin,
+    joined: firemesh::world::Joined,
 }
 
 impl Joined {
     pub fn processes(&self) -> &Processes {
-        &self.processes
+        self.joined.processes()
     }
 }
 
@@ -59,15 +59,11 @@ impl TrainCommand {
     pub fn join(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<Joined> {
         self.options = self.options.clone().with_config_file()?;
         let world = World::from_env(var)?;
-        let (mpi, processes) = match self.dry_run {
-            true => Default::default(),
+        let joined = match self.dry_run {
+            true => firemesh::world::Joined::alone(),
             false => join::join(&world, &self.options, self.world_timeout)?,
         };
-        Ok(Joined {
-            world,
-            processes,
-            _mpi: mpi,
-        })
+        Ok(Joined { world, joined })
     }
 
     /// The run (or with `--dry-run`, the world it would form), its timeline written as
@@ -97,8 +93,8 @@ impl TrainCommand {
         }
         let stop = Stop::on_signals(Duration::from_secs_f64(deadline))?;
         let runtime = self.runtime.config();
-        let summary = super::run_with(&config, &runtime, &stop, &joined.processes)?;
-        if joined.processes.leads() {
+        let summary = super::run_with(&config, &runtime, &stop, joined.processes())?;
+        if joined.processes().leads() {
             print_summary(&summary);
         }
         Ok(())

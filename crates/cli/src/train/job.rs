@@ -1,12 +1,12 @@
 //! A run, checked and ready ([`Job`]), and what its phases share: the trainer's type, what a
 //! checkpoint says of the run, this process's share of the world, the routes' names.
 
-use super::agree::Processes;
 use super::config::{Length, TrainConfig};
 use super::data::RunData;
 use super::gpu::GpuMonitor;
 use super::pipeline::Order;
 use super::stop::Stop;
+use super::Processes;
 use burn::backend::Autodiff;
 use firemesh::optim::{AnyOptimizer, OptimizerKind, Schedule};
 use firemesh::Trainer;

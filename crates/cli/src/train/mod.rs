@@ -7,7 +7,6 @@
 //! leaves `metrics.jsonl`, `summary.json` and PNG charts in the run folder.
 
 mod across;
-pub mod agree;
 pub(crate) mod charts;
 mod command;
 pub mod config;
@@ -26,19 +25,19 @@ mod resume;
 mod run;
 mod stop;
 
-pub use agree::Processes;
 pub use command::{Joined, TrainCommand};
 pub use config::{default_optimizer, DataSpec, Length, ModelName, TrainConfig, TrainOptions};
 pub use firemesh::optim::Schedule;
+pub use firemesh::world::Processes;
 pub use gpu::{describe as describe_gpus, GpuMonitor, GpuSample};
 pub use job::route_name;
 pub use metrics::{Record, Summary};
 pub use nccl::join_by_nccl;
 pub use stop::{forced as forced_stop, Stop, FORCED_EXIT_CODE};
 
-use crate::world::World;
 use crate::{Error, Result};
 use firemesh::mesh::{DeviceMesh, RuntimeConfig};
+use firemesh::world::World;
 use std::path::{Path, PathBuf};
 
 /// Runs the training `config` asks for, printing progress; returns what it measured. Its meshes
@@ -93,7 +92,7 @@ fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
 
 /// What `firemesh train --dry-run` prints: the world `config` would train in, after the checks a
 /// run makes before it reads data (devices, batch, memory, precisions), writing nothing (see
-/// [`crate::world`]).
+/// [`firemesh::world`]).
 pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
     let (mesh, _) = checked_mesh(config)?;
     let ranks = mesh.ranks();
@@ -172,7 +171,8 @@ pub fn run_with(
     let order = pipeline::Order::new(data.train.len(), config.batch, config.seed)?;
     // Process 0 finds (or makes) the run folder; the others take the one it names.
     let run_dir = PathBuf::from(
-        processes.decided_by_lead(|| Ok(run_dir(config)?.to_string_lossy().into_owned()))?,
+        processes
+            .decided_by_lead(|| Ok::<_, Error>(run_dir(config)?.to_string_lossy().into_owned()))?,
     );
     let (gpus, gpu_note) = match &mesh {
         DeviceMesh::Cuda(devices) => gpu::GpuMonitor::cuda(devices.iter().map(|d| d.index)),
@@ -219,7 +219,7 @@ pub fn run_with(
                 None => runtime.cuda_mesh(d)?,
                 // Experimental: `check_world` refused it, on every process, without the feature.
                 Some(_) => {
-                    let link = nccl::link(d[0].index, processes)?;
+                    let link = processes.nccl_link(d[0].index)?;
                     processes.agree(runtime.cuda_world_mesh(d, link).map_err(Error::from))?
                 }
             };

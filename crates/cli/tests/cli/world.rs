@@ -2,9 +2,7 @@
 //! `--dry-run`, refused by a run while firemesh trains in one process, and nothing written.
 
 use crate::common::{cli_launched, scratch, snapshot};
-use firemesh_cli::world::{Launcher, World};
-use firemesh_cli::Result;
-use std::collections::HashMap;
+use firemesh::world::{LinkError, World};
 
 const TORCHRUN_PROCESS_0_OF_2: &[(&str, &str)] = &[
     ("RANK", "0"),
@@ -200,183 +198,36 @@ fn worlds_of_several_processes_are_refused_in_one_line() {
     std::fs::remove_dir_all(&cwd).unwrap();
 }
 
-/// The experimental join by NCCL's own bootstrap, called as the library (any build): an id that
-/// cannot be made (no NCCL here; on a GPU machine, a peer that never comes) fails in one error
-/// naming the process and the place, and the checks every build makes come first.
+/// The CLI's join by NCCL's own bootstrap makes the checks every build makes before NCCL is
+/// asked (a CPU or wgpu mesh crosses the processes through MPI), then refuses as experimental
+/// in a build without the feature; `firemesh::world` tests the join itself.
 #[test]
-fn an_nccl_bootstrap_join_that_cannot_be_made_names_its_process_and_place() {
+fn an_nccl_bootstrap_join_checks_the_mesh_and_the_feature_before_nccl_is_asked() {
     use firemesh::mesh::MeshKind;
     use firemesh_cli::train::join_by_nccl;
     use std::time::Duration;
-    let torchrun = world(TORCHRUN_PROCESS_0_OF_2).unwrap();
-    let mut asked = Vec::new();
-    let no_nccl = |place: &str| {
-        asked.push(place.to_string());
-        Err(firemesh_collective::LinkError(
-            "no NCCL on this machine".into(),
-        ))
+    let vars: std::collections::HashMap<_, _> = TORCHRUN_PROCESS_0_OF_2.iter().copied().collect();
+    let torchrun = World::from_env(|k| vars.get(k).map(|v| v.to_string())).unwrap();
+    let refused = |mesh| {
+        let never =
+            |_: &str| -> std::result::Result<_, LinkError> { unreachable!("NCCL was asked") };
+        match join_by_nccl(&torchrun, mesh, never, Duration::from_secs(1)) {
+            Ok(_) => panic!("joined without NCCL"),
+            Err(e) => e.to_string(),
+        }
     };
-    let joined = join_by_nccl(&torchrun, MeshKind::Cuda, no_nccl, Duration::from_secs(1));
-    let Err(e) = joined else {
-        panic!("joined without NCCL")
-    };
-    assert_eq!(
-        e.to_string(),
-        "process 0 of 2, joining by NCCL's own bootstrap at 127.0.0.1:29501: no NCCL on this machine"
-    );
-    assert_eq!(asked, ["127.0.0.1:29501"]);
-    // A CPU mesh is refused before NCCL is asked.
-    let never = |_: &str| -> std::result::Result<_, _> { unreachable!("NCCL was asked") };
-    let joined = join_by_nccl(&torchrun, MeshKind::Cpu, never, Duration::from_secs(1));
-    let Err(e) = joined else {
-        panic!("a CPU mesh joined")
-    };
-    assert!(
-        e.to_string()
-            .contains("a CPU mesh across processes goes through MPI"),
-        "{e}"
-    );
-}
-
-/// The world the variables `vars` describe.
-fn world(vars: &[(&str, &str)]) -> Result<World> {
-    let vars: HashMap<String, String> = vars
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    World::from_env(|k| vars.get(k).cloned())
-}
-
-#[test]
-fn launchers_are_read_from_their_variables() {
-    assert_eq!(world(&[]).unwrap(), World::single());
-    let mpi = world(&[
-        ("OMPI_COMM_WORLD_RANK", "1"),
-        ("OMPI_COMM_WORLD_SIZE", "2"),
-        ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
-    ])
-    .unwrap();
-    assert_eq!(
-        (mpi.launcher, mpi.process, mpi.processes, mpi.local_process),
-        (Launcher::OpenMpi, 1, 2, Some(1))
-    );
-    let slurm = world(&[("SLURM_PROCID", "3"), ("SLURM_STEP_NUM_TASKS", "4")]).unwrap();
-    assert_eq!((slurm.launcher, slurm.process), (Launcher::Slurm, 3));
-    assert_eq!(slurm.local_process, None);
-    // A batch script run without srun: one process of a job of several tasks.
-    let batch = world(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")]).unwrap();
-    assert_eq!(batch, World::single());
-    // srun starting torchrun: torchrun's processes inherit the step's one task.
-    let inner = world(&[
-        ("SLURM_PROCID", "0"),
-        ("SLURM_STEP_NUM_TASKS", "1"),
-        ("RANK", "5"),
-        ("WORLD_SIZE", "8"),
-        ("MASTER_ADDR", "node1"),
-        ("MASTER_PORT", "29500"),
-    ])
-    .unwrap();
-    assert_eq!((inner.launcher, inner.processes), (Launcher::Torchrun, 8));
-    let pmi = world(&[("PMI_RANK", "1"), ("PMI_SIZE", "3")]).unwrap();
-    assert_eq!(
-        (pmi.launcher, pmi.process, pmi.processes),
-        (Launcher::Pmi, 1, 3)
-    );
-    let torch = world(&[
-        ("RANK", "0"),
-        ("WORLD_SIZE", "8"),
-        ("LOCAL_RANK", "0"),
-        ("MASTER_ADDR", "10.0.0.1"),
-        ("MASTER_PORT", "29500"),
-    ])
-    .unwrap();
-    assert_eq!(torch.bootstrap.as_deref(), Some("10.0.0.1:29500"));
-    // NCCL's own bootstrap meets on the two ports after MASTER_PORT (torchrun's store holds
-    // MASTER_PORT itself); LOCAL_WORLD_SIZE counts the node's processes.
-    let meeting = torch.nccl_meeting().unwrap();
-    assert_eq!(meeting, ["10.0.0.1:29501", "10.0.0.1:29502"]);
-    assert_eq!(torch.local_processes, None);
-    let per_gpu = world(&[
-        ("RANK", "3"),
-        ("WORLD_SIZE", "8"),
-        ("LOCAL_WORLD_SIZE", "4"),
-        ("MASTER_ADDR", "node0"),
-        ("MASTER_PORT", "29500"),
-    ])
-    .unwrap();
-    assert_eq!(per_gpu.local_processes, Some(4));
-    assert_eq!(per_gpu.nccl_meeting().unwrap()[0], "node0:29501");
-    assert!(world(&[("RANK", "0"), ("WORLD_SIZE", "1")])
-        .unwrap()
-        .nccl_meeting()
-        .is_none());
-    assert!(torch
-        .check_single()
-        .unwrap_err()
-        .to_string()
-        .contains("8 processes"));
-    // mpirun's variables win over torchrun-style ones left in the environment.
-    let both = world(&[
-        ("OMPI_COMM_WORLD_RANK", "0"),
-        ("OMPI_COMM_WORLD_SIZE", "1"),
-        ("RANK", "3"),
-        ("WORLD_SIZE", "4"),
-    ])
-    .unwrap();
-    assert_eq!((both.launcher, both.processes), (Launcher::OpenMpi, 1));
-    assert!(both.check_single().is_ok());
-}
-
-#[test]
-fn worlds_that_cannot_be_are_named() {
-    for (vars, says) in [
-        (
-            &[("RANK", "2"), ("WORLD_SIZE", "2")][..],
-            "RANK=2 and WORLD_SIZE=2",
-        ),
-        (
-            &[("SLURM_PROCID", "x"), ("SLURM_NTASKS", "2")][..],
-            "SLURM_PROCID=\"x\"",
-        ),
-        (
-            &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "0")][..],
-            "not a process",
-        ),
-        (
-            &[("RANK", "0"), ("WORLD_SIZE", "2")][..],
-            "MASTER_ADDR and MASTER_PORT",
-        ),
-        (
-            &[
-                ("RANK", "0"),
-                ("WORLD_SIZE", "2"),
-                ("MASTER_ADDR", "h"),
-                ("MASTER_PORT", "p"),
-            ][..],
-            "MASTER_PORT=\"p\": not a TCP port",
-        ),
-        (
-            &[
-                ("RANK", "0"),
-                ("WORLD_SIZE", "2"),
-                ("MASTER_ADDR", "h"),
-                ("MASTER_PORT", "70000"),
-            ][..],
-            "not a TCP port",
-        ),
-        // NCCL's bootstrap takes the two ports after MASTER_PORT.
-        (
-            &[
-                ("RANK", "0"),
-                ("WORLD_SIZE", "2"),
-                ("MASTER_ADDR", "h"),
-                ("MASTER_PORT", "65534"),
-            ][..],
-            "two more after it",
-        ),
+    for (mesh, name) in [
+        (MeshKind::Cpu, "a CPU mesh"),
+        (MeshKind::Wgpu, "a wgpu mesh"),
     ] {
-        let err = world(vars).unwrap_err().to_string();
-        assert!(err.contains(says), "{vars:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let e = refused(mesh);
+        assert!(
+            e.starts_with(&format!("{name} across processes goes through MPI")),
+            "{e}"
+        );
+    }
+    if !cfg!(feature = "experimental") {
+        let e = refused(MeshKind::Cuda);
+        assert!(e.contains("NCCL across processes is experimental"), "{e}");
     }
 }

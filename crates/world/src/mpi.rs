@@ -1,4 +1,4 @@
-//! firemesh-mpi: the processes of a firemesh world joined by MPI, the engine the field trusts
+//! The processes of a world joined by MPI (the `mpi` feature), the engine the field trusts
 //! to start, bootstrap and (on CPU meshes) carry data between processes. [`Mpi::init`] joins
 //! the world `mpirun`, `mpiexec` or `srun` started; its [`MpiLink`] is the
 //! [`ProcessLink`] a `Mesh::in_world` takes.
@@ -12,13 +12,13 @@
 //! longer for the others (one lost, stopped, or running other code) ends the whole world with
 //! `MPI_Abort`, naming itself and the wait, instead of hanging.
 
-use firemesh_collective::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
-use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::{Partition, PartitionMut};
-use mpi::environment::Universe;
-use mpi::request::{Request, Scope};
-use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::Threading;
+use crate::link::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
+use ::mpi::collective::CommunicatorCollectives;
+use ::mpi::datatype::{Partition, PartitionMut};
+use ::mpi::environment::Universe;
+use ::mpi::request::{Request, Scope};
+use ::mpi::topology::{Communicator, SimpleCommunicator};
+use ::mpi::Threading;
 use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
@@ -61,7 +61,7 @@ impl Mpi {
     /// the world. Fails if MPI was initialised already, or cannot serialise calls from several
     /// threads.
     pub fn init(timeout: Duration) -> Result<Self, LinkError> {
-        let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
+        let (universe, threading) = ::mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| LinkError("MPI was initialised already in this process".into()))?;
         if threading < Threading::Serialized {
             return Err(LinkError(format!(
@@ -94,7 +94,7 @@ impl Mpi {
 
     /// The MPI library's version line.
     pub fn library_version() -> String {
-        mpi::environment::library_version().unwrap_or_else(|_| "MPI".into())
+        ::mpi::environment::library_version().unwrap_or_else(|_| "MPI".into())
     }
 }
 
@@ -153,7 +153,7 @@ impl ProcessLink for MpiLink {
         let n = self.processes;
         let len = i32::try_from(bytes.len()).map_err(|_| too_long(bytes.len()))?;
         let mut lens = vec![0i32; n];
-        mpi::request::scope(|scope| {
+        ::mpi::request::scope(|scope| {
             let request = {
                 let _call = self.calling();
                 self.comm
@@ -168,7 +168,7 @@ impl ProcessLink for MpiLink {
         // refuses the empty buffers' equal dangling addresses as aliased).
         if total > 0 {
             let mut into = PartitionMut::new(&mut all[..], &lens[..], &starts[..]);
-            mpi::request::scope(|scope| {
+            ::mpi::request::scope(|scope| {
                 let request = {
                     let _call = self.calling();
                     (self.comm).immediate_all_gather_varcount_into(
@@ -211,7 +211,7 @@ impl ProcessLink for MpiLink {
         {
             let from = Partition::new(sendable(send), &send_lens[..], &send_starts[..]);
             let mut into = PartitionMut::new(&mut all[..], &recv_lens[..], &recv_starts[..]);
-            mpi::request::scope(|scope| {
+            ::mpi::request::scope(|scope| {
                 let request = {
                     let _call = self.calling();
                     (self.comm).immediate_all_to_all_varcount_into(scope, &from, &mut into)

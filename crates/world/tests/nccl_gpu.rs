@@ -3,8 +3,8 @@
 //! (`FIREMESH_REQUIRE_CUDA=1` fails instead, as the GPU check runs it). A world of two
 //! processes needs two GPUs: NCCL refuses two ranks of one communicator on one GPU.
 
-use firemesh_collective::ProcessLink;
-use firemesh_nccl::{gpu_uuid, version, NcclLink, UniqueId};
+use firemesh_world::nccl::{gpu_uuid, version, NcclLink, UniqueId};
+use firemesh_world::ProcessLink;
 use std::time::Duration;
 
 /// NCCL's version, or `None` (and why, printed) where this machine cannot run the test.

@@ -1,5 +1,6 @@
-//! firemesh-nccl: the processes of a firemesh world joined by NCCL (through cudarc's `nccl`
-//! module), the engine the field trusts to carry GPU data between nodes. Inside a process,
+//! EXPERIMENTAL (the `nccl` feature; it has not run on GPUs yet): the processes of a world
+//! joined by NCCL (through cudarc's `nccl` module), the engine the field trusts to carry GPU
+//! data between nodes. Inside a process,
 //! firemesh's CubeCL collectives sum the ranks of the node; an [`NcclLink`] carries the one
 //! buffer per process that then crosses the processes (`Mesh::in_world`).
 //!
@@ -22,13 +23,14 @@
 //! fails naming the wait and the link fails every later call, so no process hangs on a peer
 //! that is lost or stopped.
 
+mod join;
 mod link;
 
 pub use link::NcclLink;
 
+use crate::link::LinkError;
 use cudarc::driver::{sys as driver, CudaContext};
 use cudarc::nccl::{result, sys};
-use firemesh_collective::LinkError;
 use std::sync::Arc;
 
 /// NCCL's version ("2.27.3"), or why NCCL cannot be used by this process.

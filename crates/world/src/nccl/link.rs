@@ -7,12 +7,10 @@
 //! failed for good: NCCL's state after a failed or abandoned collective is unknown, and a
 //! process that went on would match its next collective against another call of its peers.
 
-use crate::{context, failed, UniqueId};
+use super::{context, failed, UniqueId};
+use crate::link::{check_all_to_all, no_answer, wait_for_exchange, LinkError, ProcessLink};
 use cudarc::driver::{sys as driver, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
-use firemesh_collective::{
-    check_all_to_all, no_answer, offsets, wait_for_exchange, LinkError, ProcessLink,
-};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,7 +81,7 @@ impl NcclLink {
         id: UniqueId,
         timeout: Duration,
     ) -> Result<Self, LinkError> {
-        crate::version()?;
+        super::version()?;
         let ctx = context(ordinal)?;
         let stream = ctx
             .new_stream()
@@ -432,4 +430,11 @@ impl Communicator {
             ))),
         }
     }
+}
+
+/// Where each of the pieces of `lens` starts, laid end to end.
+fn offsets(lens: &[usize]) -> Vec<usize> {
+    lens.iter()
+        .scan(0, |at, len| Some(std::mem::replace(at, *at + len)))
+        .collect()
 }

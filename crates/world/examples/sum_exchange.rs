@@ -3,13 +3,14 @@
 //! gives process q block q of every buffer, it adds them, and an all-gather shares the sums).
 //! Both add each element in process order: the example checks they agree bit for bit.
 //!
+//!   cargo build --release -p firemesh-world --features mpi --example sum_exchange
 //!   mpirun -np 4 target/release/examples/sum_exchange [REPEATS]
 //!
 //! Process 0 prints one line per buffer size (median over REPEATS, alternating the two) and a
 //! JSON line of each to standard output.
 
-use firemesh_collective::ProcessLink;
-use firemesh_mpi::Mpi;
+use firemesh_world::mpi::Mpi;
+use firemesh_world::ProcessLink;
 use std::time::{Duration, Instant};
 
 fn floats(bytes: &[u8]) -> Vec<f32> {
