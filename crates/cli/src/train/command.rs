@@ -128,33 +128,8 @@ fn print_summary(s: &Summary) {
         100.0 * s.data_wait_fraction,
         s.fallbacks
     );
-    if !s.products_in_f32.is_empty() {
-        let total: u64 = s.products_in_f32.values().sum();
-        let ops: Vec<String> = s
-            .products_in_f32
-            .iter()
-            .map(|(o, k)| format!("{k} {o}"))
-            .collect();
-        println!(
-            "  {total} product(s) per step ran in f32, not {}: {} (this runtime's convolution \
-             kernels add in the element type, and no kernel adding in f32 took them)",
-            s.precision,
-            ops.join(", ")
-        );
-    }
-    if s.synchronous_copies > 0 {
-        println!(
-            "  {} copy(ies) between GPUs fell back to synchronous copies: the driver refused a \
-             stream memory operation (RUST_LOG=firemesh=warn names the pairs)",
-            s.synchronous_copies
-        );
-    }
-    if !s.routes.is_empty() {
-        let routes: Vec<String> = s.routes.iter().map(|(r, k)| format!("{k} {r}")).collect();
-        println!(
-            "  sums and gathers across ranks, by route: {}",
-            routes.join(", ")
-        );
+    for note in notes(s) {
+        println!("  {note}");
     }
     let bucket = match s.bucket_bytes {
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
@@ -179,4 +154,39 @@ fn print_summary(s: &Summary) {
             s.steps
         );
     }
+}
+
+/// What a summary says of the step beyond its figures, where there is something to say:
+/// products that ran in f32, copies that fell back to synchronous ones, the routes of the sums.
+fn notes(s: &Summary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !s.products_in_f32.is_empty() {
+        let total: u64 = s.products_in_f32.values().sum();
+        let ops: Vec<String> = s
+            .products_in_f32
+            .iter()
+            .map(|(o, k)| format!("{k} {o}"))
+            .collect();
+        notes.push(format!(
+            "{total} product(s) per step ran in f32, not {}: {} (this runtime's convolution \
+             kernels add in the element type, and no kernel adding in f32 took them)",
+            s.precision,
+            ops.join(", ")
+        ));
+    }
+    if s.synchronous_copies > 0 {
+        notes.push(format!(
+            "{} copy(ies) between GPUs fell back to synchronous copies: the driver refused a \
+             stream memory operation (RUST_LOG=firemesh=warn names the pairs)",
+            s.synchronous_copies
+        ));
+    }
+    if !s.routes.is_empty() {
+        let routes: Vec<String> = s.routes.iter().map(|(r, k)| format!("{k} {r}")).collect();
+        notes.push(format!(
+            "sums and gathers across ranks, by route: {}",
+            routes.join(", ")
+        ));
+    }
+    notes
 }

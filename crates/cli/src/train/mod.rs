@@ -164,17 +164,30 @@ pub fn run_with(
 ) -> Result<Summary> {
     let (mesh, seq_len) = checked_mesh(config)?;
     across::check_world(config, &mesh, processes)?;
+    let job = prepare(config, &mesh, seq_len, stop, processes)?;
+    train_on_mesh(&mesh, runtime, job)
+}
+
+/// What a run on `mesh` needs before its trainer: the data, the model, the order of samples,
+/// the run folder (process 0 finds or makes it; the others take the one it names) and the GPU
+/// monitor; process 0 prints what the run will train.
+fn prepare(
+    config: &TrainConfig,
+    mesh: &DeviceMesh,
+    seq_len: Option<usize>,
+    stop: &Stop,
+    processes: &Processes,
+) -> Result<job::Job> {
     let data = data::open(config, seq_len.unwrap_or(0))?;
     let net = config
         .model
         .config(data.classes, config.image_size, data.classes)?;
     let order = pipeline::Order::new(data.train.len(), config.batch, config.seed)?;
-    // Process 0 finds (or makes) the run folder; the others take the one it names.
     let run_dir = PathBuf::from(
         processes
             .decided_by_lead(|| Ok::<_, Error>(run_dir(config)?.to_string_lossy().into_owned()))?,
     );
-    let (gpus, gpu_note) = match &mesh {
+    let (gpus, gpu_note) = match mesh {
         DeviceMesh::Cuda(devices) => gpu::GpuMonitor::cuda(devices.iter().map(|d| d.index)),
         _ => (gpu::GpuMonitor::none(), None),
     };
@@ -198,11 +211,11 @@ pub fn run_with(
             },
             run_dir.display()
         );
+        if let Some(note) = gpu_note {
+            println!("  {note}");
+        }
     }
-    if let (Some(note), true) = (gpu_note, processes.leads()) {
-        println!("  {note}");
-    }
-    let job = job::Job {
+    Ok(job::Job {
         config: config.clone(),
         data,
         net,
@@ -212,8 +225,14 @@ pub fn run_with(
         gpus,
         stop: stop.clone(),
         processes: processes.clone(),
-    };
-    match &mesh {
+    })
+}
+
+/// `job` trained on the mesh of `mesh`'s devices, made as `runtime` says: this process's alone,
+/// or its share of the world the job's processes form (every process makes its own at once).
+fn train_on_mesh(mesh: &DeviceMesh, runtime: &RuntimeConfig, job: job::Job) -> Result<Summary> {
+    let processes = job.processes.clone();
+    match mesh {
         DeviceMesh::Cuda(d) => {
             let mesh = match processes.link() {
                 None => runtime.cuda_mesh(d)?,
@@ -228,11 +247,10 @@ pub fn run_with(
         DeviceMesh::Wgpu(d) => {
             let mesh = match processes.link() {
                 None => runtime.wgpu_mesh(d)?,
-                Some(link) => processes.agree(
-                    runtime
-                        .wgpu_world_mesh(d, link.clone())
-                        .map_err(Error::from),
-                )?,
+                Some(link) => {
+                    let mesh = runtime.wgpu_world_mesh(d, link.clone());
+                    processes.agree(mesh.map_err(Error::from))?
+                }
             };
             run::train_on::<burn_wgpu::Wgpu>(mesh, job)
         }
@@ -241,11 +259,10 @@ pub fn run_with(
         DeviceMesh::Cpu { ranks, .. } => {
             let mesh = match processes.link() {
                 None => runtime.cpu_mesh(*ranks)?,
-                Some(link) => processes.agree(
-                    runtime
-                        .cpu_world_mesh(*ranks, link.clone())
-                        .map_err(Error::from),
-                )?,
+                Some(link) => {
+                    let mesh = runtime.cpu_world_mesh(*ranks, link.clone());
+                    processes.agree(mesh.map_err(Error::from))?
+                }
             };
             run::train_on::<burn_flex::Flex>(mesh, job)
         }

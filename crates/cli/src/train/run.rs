@@ -223,27 +223,12 @@ fn summarize<B: Backend>(
     mut watch: Observers,
     ended: Ended,
 ) -> Result<Summary> {
-    let (c, total, lead) = (&job.config, job.total_steps(), job.processes.leads());
+    let (c, total) = (&job.config, job.total_steps());
     let scaler = trainer.loss_scaler().map(|s| s.state());
     let state_bytes = firemesh::zero::state_bytes_per_rank(trainer.optimizer(), trainer.model());
     let model = trainer.into_model();
-    if ended.first == total {
-        let epoch = job.order.position(total).epoch;
-        watch.last_eval = evaluate::<B>(job, &model.valid(), mesh, total, epoch)?;
-        if let (Some(record), true) = (&watch.last_eval, lead) {
-            println!("{}", describe_eval(record));
-        }
-    }
-    let sample = match ended.stopped_at {
-        // Stopped early: the time left goes to ending cleanly.
-        Some(_) => None,
-        None => generate_sample::<B>(job, &model.valid(), mesh)?,
-    };
+    let (sample, charts) = closing_work::<B>(mesh, job, &model, &mut watch, &ended)?;
     let records = &watch.log.metrics.records;
-    let charts = match lead {
-        true => charts::draw(&job.run_dir, records, job.unit())?,
-        false => Vec::new(),
-    };
     // Over the whole run, steps before a resume included (the log holds them).
     let step_losses = || {
         records.iter().filter_map(|r| match r {
@@ -293,10 +278,39 @@ fn summarize<B: Backend>(
         sample,
         run_dir: job.run_dir.clone(),
     };
-    if lead {
+    if job.processes.leads() {
         summary.write()?;
     }
     Ok(summary)
+}
+
+/// The work after the last step: the final evaluation (where the run reached its end now: a
+/// resumed run that had ended already keeps its last one), a sample of the model's text (not
+/// after a stop, whose time left goes to ending cleanly) and, on process 0, the charts.
+fn closing_work<B: Backend>(
+    mesh: &Mesh<B::Device>,
+    job: &Job,
+    model: &Net<Ad<B>>,
+    watch: &mut Observers,
+    ended: &Ended,
+) -> Result<(Option<String>, Vec<std::path::PathBuf>)> {
+    let (total, lead) = (job.total_steps(), job.processes.leads());
+    if ended.first == total {
+        let epoch = job.order.position(total).epoch;
+        watch.last_eval = evaluate::<B>(job, &model.valid(), mesh, total, epoch)?;
+        if let (Some(record), true) = (&watch.last_eval, lead) {
+            println!("{}", describe_eval(record));
+        }
+    }
+    let sample = match ended.stopped_at {
+        Some(_) => None,
+        None => generate_sample::<B>(job, &model.valid(), mesh)?,
+    };
+    let charts = match lead {
+        true => charts::draw(&job.run_dir, &watch.log.metrics.records, job.unit())?,
+        false => Vec::new(),
+    };
+    Ok((sample, charts))
 }
 
 /// CRC-32 of every parameter's values (f32 bits, in module order), as hex: two runs with the
