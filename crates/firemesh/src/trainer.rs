@@ -68,14 +68,25 @@ struct Sums<M> {
     /// products, and the early buckets the backward pass fills.
     scope: StepScope,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
-    /// ZeRO-1 ([`crate::zero`]): gathers the updated parameters after the update (its
-    /// reduce-scatter is `reduce`).
-    gather: Option<Gather<M>>,
+    /// ZeRO-1 ([`crate::zero`]): the two ends of its update (its reduce-scatter is `reduce`).
+    zero: Option<ZeroUpdate<M>>,
 }
 
-/// Gathers a model's `Shard(0)` parameters in buckets of the given bytes; returns the model and
-/// the collectives.
-type Gather<M> = fn(M, usize) -> (M, usize);
+/// ZeRO-1's update between its two ends: the parameters sliced to the blocks of their
+/// `Shard(0)` gradients before it, and gathered whole in buckets of the given bytes after it
+/// (returning the collectives).
+struct ZeroUpdate<M> {
+    shard: fn(M, &GradientsParams) -> M,
+    gather: fn(M, usize) -> (M, usize),
+}
+
+// Function pointers copy whatever `M` is (a derive would ask `M: Copy`).
+impl<M> Clone for ZeroUpdate<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M> Copy for ZeroUpdate<M> {}
 
 /// What one step did.
 #[derive(Debug, Clone)]
@@ -133,7 +144,7 @@ where
             wire: None,
             scope,
             reduce: reduce_gradients_on_wire::<B, M>,
-            gather: None,
+            zero: None,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
@@ -173,16 +184,19 @@ where
     /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
     /// and 3 (sharded gradients and parameters) are refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
-        let gather = match crate::zero::stage(stage)? {
+        let zero = match crate::zero::stage(stage)? {
             0 => None,
-            _ => Some(crate::zero::gather_parameters::<B, M> as Gather<M>),
+            _ => Some(ZeroUpdate {
+                shard: crate::zero::shard_parameters::<B, M>,
+                gather: crate::zero::gather_parameters::<B, M>,
+            }),
         };
         if let Some(sums) = &mut self.sums {
-            sums.reduce = match gather {
+            sums.reduce = match zero {
                 Some(_) => crate::zero::reduce_scatter_gradients::<B, M>,
                 None => reduce_gradients_on_wire::<B, M>,
             };
-            sums.gather = gather;
+            sums.zero = zero;
             // ZeRO-1's early buckets reduce-scatter.
             sums.remake_early();
         }
@@ -205,7 +219,7 @@ impl<M> Sums<M> {
         if self.scope.early_buckets().is_none() {
             return;
         }
-        self.scope.set_early_buckets(Some(match self.gather {
+        self.scope.set_early_buckets(Some(match self.zero {
             Some(_) => EarlyBuckets::scattering(self.bucket_bytes, self.wire),
             None => EarlyBuckets::on_wire(self.bucket_bytes, self.wire),
         }));
@@ -333,16 +347,18 @@ where
             }
         };
         let apply = self.scaler.as_mut().is_none_or(|s| s.update(finite));
-        let gather = self
+        let zero = self
             .sums
             .as_ref()
-            .and_then(|s| Some((s.gather?, s.bucket_bytes)));
-        let (model, gathers) = match (apply, gather) {
+            .and_then(|s| Some((s.zero?, s.bucket_bytes)));
+        let (model, gathers) = match (apply, zero) {
             (false, _) => (model, 0),
             (true, None) => (self.optimizer.step(lr, model, grads), 0),
-            (true, Some((gather, bytes))) => {
+            (true, Some((zero, bytes))) => {
+                let (model, slicing) = stats::count(|| (zero.shard)(model, &grads));
                 let model = self.optimizer.step(lr, model, grads);
-                let ((model, gathers), gathering) = stats::count(|| gather(model, bytes));
+                let ((model, gathers), gathering) = stats::count(|| (zero.gather)(model, bytes));
+                counts.add(&slicing);
                 counts.add(&gathering);
                 (model, gathers)
             }

@@ -4,12 +4,14 @@
 //! block of every gradient (the rows it will update), half the bytes of an all-reduce; a
 //! gradient with fewer rows than ranks is summed whole and sliced. With early buckets (the
 //! `Trainer`'s default) a full bucket is reduce-scattered during the backward pass
-//! (`EarlyBuckets::scattering`), the rest at the step. Burn's optimizer then meets a
-//! `Replicated`
-//! parameter and a `Shard(0)` gradient; the element-wise placement rule slices the parameter
-//! to the same block, so the update computes 1/N of each parameter and every state tensor it
-//! makes (momentum, Adam's moments) is `Shard(0)`: 1/N of the state per rank. The updated
-//! parameters, `Shard(0)` too, are all-gathered in buckets for the next forward pass.
+//! (`EarlyBuckets::scattering`), the rest at the step. Before the update each parameter whose
+//! gradient is `Shard(0)` is sliced to its block, a local slice with no communication
+//! ([`shard_parameters`]): Burn's optimizer then meets `Shard(0)` parameters and gradients, so
+//! its weight decay and update compute 1/N of each parameter (Burn's AdamW decays the whole
+//! parameter it is given, SGD adds the whole parameter to the gradient), and every state tensor
+//! it makes (momentum, Adam's moments) is `Shard(0)`: 1/N of the state per rank. (A backend
+//! whose slice is a view keeps the whole parameter's memory until the gather replaces it.) The updated parameters, `Shard(0)` too, are
+//! all-gathered in buckets for the next forward pass.
 //!
 //! A checkpoint reads the state whole (gathered); loaded, it is `Replicated` until the first
 //! step slices it again, on whatever rank count the run resumes.
@@ -82,6 +84,41 @@ pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
         }
     }
     module.visit(&mut Slice(grads));
+}
+
+/// `module` with every `Replicated` parameter whose gradient in `grads` is `Shard(0)` sliced
+/// to its own `Shard(0)` block on each rank (a local slice, no communication): the optimizer's
+/// weight decay and update then touch each rank's block only. Parameters of other gradients,
+/// or of none, are returned as they are. [`gather_parameters`] makes them whole again.
+pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
+    module: M,
+    grads: &GradientsParams,
+) -> M {
+    struct Slice<'a>(&'a GradientsParams);
+    impl<B: Backend> ModuleMapper<Ad<B>> for Slice<'_> {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: Param<Tensor<Ad<B>, D>>,
+        ) -> Param<Tensor<Ad<B>, D>> {
+            let sharded = |g: Tensor<Sharded<B>, D>| placement(&g) == Placement::Shard(0);
+            if !self.0.get::<Sharded<B>, D>(param.id).is_some_and(sharded) {
+                return param;
+            }
+            let (id, tensor, mapper) = param.consume();
+            let trained = tensor.is_require_grad();
+            let value = tensor.inner();
+            let block = match placement(&value) {
+                Placement::Replicated => redistribute(value, Placement::Shard(0)),
+                _ => value,
+            };
+            let mut tensor = Tensor::<Ad<B>, D>::from_inner(block);
+            if trained {
+                tensor = tensor.require_grad();
+            }
+            Param::from_mapped_value(id, tensor, mapper)
+        }
+    }
+    module.map(&mut Slice(grads))
 }
 
 /// Gathers every `Shard(0)` parameter of `module` (`Replicated` again), in buckets of

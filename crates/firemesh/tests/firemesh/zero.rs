@@ -2,8 +2,11 @@
 //! holding 1/N of AdamW's state; the parameters gathered in buckets after each update.
 
 use crate::step::{images, labels, largest_difference, same_model, step_loss, Ad};
-use burn_flex::FlexDevice;
-use firemesh::backend::{shard, shard_int, Mesh};
+use burn::module::{ModuleVisitor, Param};
+use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
+use burn::tensor::Tensor;
+use burn_flex::{Flex, FlexDevice};
+use firemesh::backend::{placement, shard, shard_int, Mesh, Placement, Sharded};
 use firemesh::optim::{AnyOptimizer, OptimizerKind};
 use firemesh::zero::state_bytes_per_rank;
 use firemesh::{Precision, StepReport, Trainer};
@@ -115,5 +118,135 @@ fn zero1_trains_as_the_replicated_optimizer_with_a_third_of_the_state() {
             whole[0],
             "the blocks make up the whole"
         );
+    }
+}
+
+/// The optimizer the `Trainer` drives, with a look at what each update meets: every
+/// parameter's placement, its gradient's, and the parameter's bytes on each rank.
+#[derive(Clone)]
+struct Spy {
+    inner: Adam,
+    met: Vec<Vec<(Placement, Option<Placement>, Vec<usize>)>>,
+}
+
+impl Optimizer<ResNet<Ad>, Ad> for Spy {
+    type Record = <Adam as Optimizer<ResNet<Ad>, Ad>>::Record;
+
+    fn step(&mut self, lr: LearningRate, model: ResNet<Ad>, grads: GradientsParams) -> ResNet<Ad> {
+        struct Look<'a>(
+            &'a GradientsParams,
+            Vec<(Placement, Option<Placement>, Vec<usize>)>,
+        );
+        impl ModuleVisitor<Ad> for Look<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad, D>>) {
+                let grad = self.0.get::<Sharded<Flex>, D>(param.id);
+                let value = param.val().inner();
+                let bytes = value.clone().into_primitive().tensor().bytes_per_rank();
+                self.1
+                    .push((placement(&value), grad.map(|g| placement(&g)), bytes));
+            }
+        }
+        let mut look = Look(&grads, Vec::new());
+        burn::module::Module::visit(&model, &mut look);
+        self.met.push(look.1);
+        self.inner.step(lr, model, grads)
+    }
+
+    fn step_multi(
+        &mut self,
+        lr: LearningRate,
+        model: ResNet<Ad>,
+        grads: MultiGradientsParams,
+    ) -> ResNet<Ad> {
+        self.inner.step_multi(lr, model, grads)
+    }
+
+    fn to_record(&self) -> Self::Record {
+        self.inner.to_record()
+    }
+
+    fn load_record(self, record: Self::Record) -> Self {
+        Self {
+            inner: self.inner.load_record(record),
+            ..self
+        }
+    }
+}
+
+/// Under ZeRO-1 the optimizer's update (weight decay included: AdamW decays, and SGD adds to
+/// the gradient, the whole parameter it is given) meets each parameter as its rank's
+/// `Shard(0)` block, the block of its gradient: a third of the parameters' bytes per rank on 3
+/// ranks, where the replicated optimizer meets all of them on every rank. Both optimizers, with
+/// weight decay, train as they do without ZeRO (losses and final parameters within 1e-6).
+#[test]
+fn zero1_updates_and_decays_only_each_ranks_block() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    let (_, model) = same_model(&ResNetConfig::tiny(10), &mesh);
+    for kind in [OptimizerKind::Adamw, OptimizerKind::Sgd] {
+        let spy = |zero| {
+            let spy = Spy {
+                inner: Adam::new(kind, 0.9, 0.05),
+                met: Vec::new(),
+            };
+            Trainer::sharded(model.clone(), spy, &mesh, BUCKET)
+                .with_lr(|_| 1e-2)
+                .with_zero(zero)
+                .unwrap()
+        };
+        let (mut full, mut sharded) = (spy(0), spy(1));
+        for i in 0..3 {
+            let mut losses = [0.0; 2];
+            for (t, loss) in [&mut full, &mut sharded].into_iter().zip(&mut losses) {
+                *loss = t
+                    .step(|m| {
+                        let x = shard(images::<Ad>(12, 8, i, &mesh), 0).unwrap();
+                        let y = shard_int(labels::<Ad>(12, i, &mesh), 0).unwrap();
+                        Ok(step_loss(m, x, y))
+                    })
+                    .unwrap()
+                    .loss;
+            }
+            assert!(
+                (losses[1] - losses[0]).abs() <= 1e-6 * losses[0],
+                "{kind:?} step {i}: {losses:?}"
+            );
+        }
+        let worst = largest_difference(
+            &crate::step::params(sharded.model()),
+            &crate::step::params(full.model()),
+        );
+        assert!(worst <= 1e-6, "{kind:?}: parameters {worst} apart");
+        // The parameters the update changes: those with a gradient (BatchNorm's running
+        // statistics have none).
+        let per_rank = |met: &[(Placement, Option<Placement>, Vec<usize>)]| {
+            let trained = met.iter().filter(|(_, g, _)| g.is_some());
+            (0..3)
+                .map(|r| trained.clone().map(|(_, _, b)| b[r]).sum::<usize>())
+                .collect::<Vec<_>>()
+        };
+        for (step, (whole, blocks)) in full
+            .optimizer()
+            .met
+            .iter()
+            .zip(&sharded.optimizer().met)
+            .enumerate()
+        {
+            assert!(whole.iter().all(|(p, _, _)| *p == Placement::Replicated));
+            assert_eq!(whole.len(), blocks.len());
+            let trained = blocks.iter().filter(|(_, g, _)| g.is_some());
+            assert!(trained.clone().count() > 0);
+            for (param, grad, _) in trained {
+                assert_eq!(*grad, Some(Placement::Shard(0)), "{kind:?} step {step}");
+                assert_eq!(*param, Placement::Shard(0), "{kind:?} step {step}");
+            }
+            let (whole, blocks) = (per_rank(whole), per_rank(blocks));
+            println!("{kind:?} step {step}: the update met {blocks:?} bytes per rank with ZeRO-1, {whole:?} without");
+            assert_eq!(blocks.iter().sum::<usize>(), whole[0]);
+            assert!(
+                blocks.iter().all(|&b| b <= whole[0] / 3 + BUCKET / 2),
+                "{blocks:?} against {whole:?}"
+            );
+        }
+        assert_eq!(sharded.optimizer().met.len(), 3);
     }
 }
