@@ -10,8 +10,8 @@
 //! its weight decay and update compute 1/N of each parameter (Burn's AdamW decays the whole
 //! parameter it is given, SGD adds the whole parameter to the gradient), and every state tensor
 //! it makes (momentum, Adam's moments) is `Shard(0)`: 1/N of the state per rank. (A backend
-//! whose slice is a view keeps the whole parameter's memory until the gather replaces it.) The updated parameters, `Shard(0)` too, are
-//! all-gathered in buckets for the next forward pass.
+//! whose slice is a view keeps the whole parameter's memory until the gather replaces it.) The
+//! updated parameters, `Shard(0)` too, are all-gathered in buckets for the next forward pass.
 //!
 //! A checkpoint reads the state whole (gathered); loaded, it is `Replicated` until the first
 //! step slices it again, on whatever rank count the run resumes.
@@ -100,15 +100,25 @@ pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
             &mut self,
             param: Param<Tensor<Ad<B>, D>>,
         ) -> Param<Tensor<Ad<B>, D>> {
-            let sharded = |g: Tensor<Sharded<B>, D>| placement(&g) == Placement::Shard(0);
-            if !self.0.get::<Sharded<B>, D>(param.id).is_some_and(sharded) {
+            let sharded = |g: &Tensor<Sharded<B>, D>| placement(g) == Placement::Shard(0);
+            let grad = self.0.get::<Sharded<B>, D>(param.id);
+            let Some(grad) = grad.filter(sharded) else {
                 return param;
-            }
+            };
             let (id, tensor, mapper) = param.consume();
             let trained = tensor.is_require_grad();
             let value = tensor.inner();
+            // A one-row parameter is not sliced (an op sees no sharded dim of length 1), nor
+            // one whose gradient came in other blocks than the even split (uneven early
+            // blocks): the update would gather the parameter again.
             let block = match placement(&value) {
-                Placement::Replicated => redistribute(value, Placement::Shard(0)),
+                Placement::Replicated if value.dims()[0] > 1 => {
+                    let block = redistribute(value.clone(), Placement::Shard(0));
+                    match blocks(&block) == blocks(&grad) {
+                        true => block,
+                        false => value,
+                    }
+                }
                 _ => value,
             };
             let mut tensor = Tensor::<Ad<B>, D>::from_inner(block);
@@ -119,6 +129,11 @@ pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
         }
     }
     module.map(&mut Slice(grads))
+}
+
+/// The block sizes of `t` along its sharded dim, over the world (`None` unless sharded).
+pub fn blocks<B: Backend, const D: usize>(t: &Tensor<Sharded<B>, D>) -> Option<Vec<usize>> {
+    t.clone().into_primitive().tensor().shard_sizes()
 }
 
 /// Gathers every `Shard(0)` parameter of `module` (`Replicated` again), in buckets of

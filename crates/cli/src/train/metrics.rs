@@ -171,6 +171,11 @@ pub struct Summary {
     pub zero: u8,
     #[serde(default)]
     pub optimizer_state_bytes_per_rank: Option<Vec<usize>>,
+    /// The most host memory this process held resident at any time until the summary
+    /// (Linux's `VmHWM`; `None` elsewhere): on a CPU mesh every rank's tensors, with the data and
+    /// the program.
+    #[serde(default)]
+    pub peak_host_bytes: Option<u64>,
     /// Steps whose update was skipped for non-finite gradients (f16 loss scaling), over the
     /// whole run, and the loss scale at the end.
     #[serde(default)]
@@ -219,4 +224,18 @@ impl Summary {
         std::fs::write(&path, text + "\n").map_err(|e| Error::io(path.display(), e))?;
         Ok(path)
     }
+}
+
+/// This process's peak resident memory in bytes: `VmHWM` of `/proc/self/status` (Linux).
+pub fn peak_host_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }

@@ -258,6 +258,7 @@ fn summarize<B: Backend>(
         comm_precision: c.comm_precision,
         zero: c.zero,
         optimizer_state_bytes_per_rank: state_bytes,
+        peak_host_bytes: super::metrics::peak_host_bytes(),
         comm_bytes_per_step: tally.comm_bytes,
         skipped_steps: scaler.map_or(0, |s| s.skipped_steps),
         loss_scale: scaler.map(|s| s.scale),

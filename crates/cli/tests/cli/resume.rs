@@ -497,6 +497,9 @@ fn a_zero1_run_resumes_bit_identical_and_onto_another_rank_count() {
             .unwrap();
     let three = state(&three);
     let total: u64 = two.iter().sum();
+    // The process held both ranks' state at once: its peak resident memory is above that.
+    let peak = same["peak_host_bytes"].as_u64().expect("VmHWM (Linux)");
+    assert!(peak > total, "{peak} bytes at peak, {total} of state");
     assert_eq!(three.len(), 3);
     assert_eq!(
         three.iter().sum::<u64>(),

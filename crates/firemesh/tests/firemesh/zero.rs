@@ -8,7 +8,7 @@ use burn::tensor::Tensor;
 use burn_flex::{Flex, FlexDevice};
 use firemesh::backend::{placement, shard, shard_int, Mesh, Placement, Sharded};
 use firemesh::optim::{AnyOptimizer, OptimizerKind};
-use firemesh::zero::state_bytes_per_rank;
+use firemesh::zero::{blocks, state_bytes_per_rank};
 use firemesh::{Precision, StepReport, Trainer};
 use firemesh_resnet::{ResNet, ResNetConfig};
 
@@ -142,6 +142,12 @@ impl Optimizer<ResNet<Ad>, Ad> for Spy {
                 let grad = self.0.get::<Sharded<Flex>, D>(param.id);
                 let value = param.val().inner();
                 let bytes = value.clone().into_primitive().tensor().bytes_per_rank();
+                // A gradient in other blocks than its parameter's would gather it again.
+                if let Some(g) = &grad {
+                    if placement(&value) == Placement::Shard(0) {
+                        assert_eq!(blocks(g), blocks(&value));
+                    }
+                }
                 self.1
                     .push((placement(&value), grad.map(|g| placement(&g)), bytes));
             }
@@ -224,7 +230,7 @@ fn zero1_updates_and_decays_only_each_ranks_block() {
                 .map(|r| trained.clone().map(|(_, _, b)| b[r]).sum::<usize>())
                 .collect::<Vec<_>>()
         };
-        for (step, (whole, blocks)) in full
+        for (step, (whole, sliced)) in full
             .optimizer()
             .met
             .iter()
@@ -232,19 +238,19 @@ fn zero1_updates_and_decays_only_each_ranks_block() {
             .enumerate()
         {
             assert!(whole.iter().all(|(p, _, _)| *p == Placement::Replicated));
-            assert_eq!(whole.len(), blocks.len());
-            let trained = blocks.iter().filter(|(_, g, _)| g.is_some());
+            assert_eq!(whole.len(), sliced.len());
+            let trained = sliced.iter().filter(|(_, g, _)| g.is_some());
             assert!(trained.clone().count() > 0);
             for (param, grad, _) in trained {
                 assert_eq!(*grad, Some(Placement::Shard(0)), "{kind:?} step {step}");
                 assert_eq!(*param, Placement::Shard(0), "{kind:?} step {step}");
             }
-            let (whole, blocks) = (per_rank(whole), per_rank(blocks));
-            println!("{kind:?} step {step}: the update met {blocks:?} bytes per rank with ZeRO-1, {whole:?} without");
-            assert_eq!(blocks.iter().sum::<usize>(), whole[0]);
+            let (whole, sliced) = (per_rank(whole), per_rank(sliced));
+            println!("{kind:?} step {step}: the update met {sliced:?} bytes per rank, {whole:?} without ZeRO");
+            assert_eq!(sliced.iter().sum::<usize>(), whole[0]);
             assert!(
-                blocks.iter().all(|&b| b <= whole[0] / 3 + BUCKET / 2),
-                "{blocks:?} against {whole:?}"
+                sliced.iter().all(|&b| b <= whole[0] / 3 + BUCKET / 2),
+                "{sliced:?} against {whole:?}"
             );
         }
         assert_eq!(sharded.optimizer().met.len(), 3);
