@@ -84,6 +84,15 @@ pub struct Counts {
     pub early_buckets: u64,
     pub early_comm_nanos: u64,
     pub early_wait_nanos: u64,
+    /// Autocast's casts (each on every rank that holds a part): f32 operands cast down to the
+    /// armed precision, and tensors held narrow widened back to f32 where an op read them in
+    /// f32 (or a `Partial` product result cast back for its bucket). Counted as `ops` is. (A
+    /// convolution run in f32 on CubeCL devices widens its operands inside the op: counted in
+    /// `products_in_f32`, not here.)
+    pub casts_down: u64,
+    pub casts_up: u64,
+    /// The bytes those casts read and wrote, over all ranks. Counted as `ops` is.
+    pub cast_bytes: u64,
 }
 
 impl Counts {
@@ -130,6 +139,9 @@ impl Counts {
         self.early_buckets += other.early_buckets;
         self.early_comm_nanos += other.early_comm_nanos;
         self.early_wait_nanos += other.early_wait_nanos;
+        self.casts_down += other.casts_down;
+        self.casts_up += other.casts_up;
+        self.cast_bytes += other.cast_bytes;
     }
 }
 
@@ -142,6 +154,8 @@ thread_local! {
     static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
+    /// Casts down, casts up, bytes they moved.
+    static CASTS: Cell<[u64; 3]> = const { Cell::new([0; 3]) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -183,6 +197,18 @@ impl Drop for CommClock {
         let nanos = self.0.elapsed().as_nanos() as u64;
         COMM_NANOS.with(|c| c.set(c.get() + nanos));
     }
+}
+
+/// Counts one autocast cast, to f32 (`up`) or from it, that read and wrote `bytes` in all.
+pub(crate) fn cast(up: bool, bytes: usize) {
+    CASTS.with(|c| {
+        let [down, ups, moved] = c.get();
+        c.set([
+            down + u64::from(!up),
+            ups + u64::from(up),
+            moved + bytes as u64,
+        ]);
+    });
 }
 
 pub(crate) fn op() {
@@ -282,6 +308,7 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     let comm_before = COMM_NANOS.with(Cell::get);
     let summed_before = SUMMED_ELEMENTS.with(Cell::get);
     let bytes_before = SUMMED_BYTES.with(Cell::get);
+    let casts_before = CASTS.with(Cell::get);
     let out = f();
     let mut counts = SCOPES.with(|s| s.borrow().last().cloned().unwrap_or_default());
     counts.ops = OPS.with(Cell::get) - ops_before;
@@ -289,6 +316,10 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     counts.comm_nanos = COMM_NANOS.with(Cell::get) - comm_before;
     counts.summed_elements = SUMMED_ELEMENTS.with(Cell::get) - summed_before;
     counts.summed_bytes = SUMMED_BYTES.with(Cell::get) - bytes_before;
+    let casts = CASTS.with(Cell::get);
+    counts.casts_down = casts[0] - casts_before[0];
+    counts.casts_up = casts[1] - casts_before[1];
+    counts.cast_bytes = casts[2] - casts_before[2];
     drop(guard);
     (out, counts)
 }

@@ -94,6 +94,10 @@ impl<B: Backend> Operand<B> for F<B> {
 /// low-precision op itself computes on them. (`float_cast` sums a `Partial` tensor first: a
 /// cast is not linear in general, but here the op's own rounding is the point.)
 fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
+    let read: usize = t.bytes_per_rank().iter().sum();
+    let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
+    let to = DType::from(dtype).size();
+    crate::stats::cast(dtype == FloatDType::F32, read + read / from * to);
     crate::exec::run(
         "autocast",
         (t,),

@@ -165,6 +165,15 @@ pub struct Summary {
     pub comm_precision: firemesh::Precision,
     #[serde(default)]
     pub comm_bytes_per_step: u64,
+    /// Autocast's casts in the last step (none in f32): f32 operands cast down to `precision`,
+    /// narrow results widened to f32 where read so, and the bytes those casts read and wrote
+    /// over all ranks.
+    #[serde(default)]
+    pub casts_down_per_step: u64,
+    #[serde(default)]
+    pub casts_up_per_step: u64,
+    #[serde(default)]
+    pub cast_bytes_per_step: u64,
     /// The ZeRO stage, and the bytes of optimizer state each rank held at the end (AdamW's
     /// moments; `None` for SGD, whose state Burn keeps private).
     #[serde(default)]

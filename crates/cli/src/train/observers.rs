@@ -48,6 +48,8 @@ pub struct Tally {
     pub early_gradient_collectives: usize,
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
+    /// The last step's autocast casts: down, up, and the bytes they moved.
+    pub casts: [u64; 3],
 }
 
 impl Tally {
@@ -61,6 +63,7 @@ impl Tally {
     pub fn add(&mut self, s: &StepDone) {
         let (report, counts) = (&s.report, &s.report.counts);
         self.comm_bytes = counts.summed_bytes;
+        self.casts = [counts.casts_down, counts.casts_up, counts.cast_bytes];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;
         self.fallbacks += counts.total_fallbacks();

@@ -5,7 +5,7 @@ use crate::common::{cli, config, on_ranks, scratch, tiny};
 use firemesh::mesh::MeshKind;
 use firemesh::Precision;
 use firemesh_cli::options::{MeshOptions, StepOptions};
-use firemesh_cli::train::{self, Record, TrainOptions};
+use firemesh_cli::train::{self, Record, Summary, TrainOptions};
 use std::path::Path;
 
 fn lines(path: &Path) -> Vec<Record> {
@@ -204,6 +204,17 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
         "no scaling in bf16"
     );
     assert!(half.last_loss.is_finite() && half.fallbacks == 0);
+    // Autocast's casts, counted in the summary: none in f32.
+    let casts = |s: &Summary| {
+        (
+            s.casts_down_per_step,
+            s.casts_up_per_step,
+            s.cast_bytes_per_step,
+        )
+    };
+    assert_eq!(casts(&full), (0, 0, 0));
+    let (down, up, bytes) = casts(&half);
+    assert!(down > 0 && up > 0 && bytes > 0, "{half:?}");
     // Every trained parameter of the tiny ResNet has a gradient: 2 bytes of each saved per
     // step (BatchNorm's running statistics have none).
     let saved = full.comm_bytes_per_step - half.comm_bytes_per_step;
