@@ -105,9 +105,7 @@ pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
             let Some(grad) = grad.filter(sharded) else {
                 return param;
             };
-            let (id, tensor, mapper) = param.consume();
-            let trained = tensor.is_require_grad();
-            let value = tensor.inner();
+            let value = param.val().inner();
             // A one-row parameter is not sliced (an op sees no sharded dim of length 1), nor
             // one whose gradient came in other blocks than the even split (uneven early
             // blocks): the update would gather the parameter again.
@@ -121,14 +119,24 @@ pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
                 }
                 _ => value,
             };
-            let mut tensor = Tensor::<Ad<B>, D>::from_inner(block);
-            if trained {
-                tensor = tensor.require_grad();
-            }
-            Param::from_mapped_value(id, tensor, mapper)
+            with_value(param, block)
         }
     }
     module.map(&mut Slice(grads))
+}
+
+/// `param` holding `value` instead, as trained (requiring a gradient) as it was.
+fn with_value<B: Backend, const D: usize>(
+    param: Param<Tensor<Ad<B>, D>>,
+    value: Tensor<Sharded<B>, D>,
+) -> Param<Tensor<Ad<B>, D>> {
+    let (id, tensor, mapper) = param.consume();
+    let fresh = Tensor::<Ad<B>, D>::from_inner(value);
+    let tensor = match tensor.is_require_grad() {
+        true => fresh.require_grad(),
+        false => fresh,
+    };
+    Param::from_mapped_value(id, tensor, mapper)
 }
 
 /// The block sizes of `t` along its sharded dim, over the world (`None` unless sharded).
@@ -160,14 +168,8 @@ pub fn gather_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
             let Some(whole) = self.0.remove(&param.id) else {
                 return param;
             };
-            let (id, tensor, mapper) = param.consume();
-            let trained = tensor.is_require_grad();
             let whole = Tensor::<Sharded<B>, D>::from_primitive(TensorPrimitive::Float(whole));
-            let mut tensor = Tensor::<Ad<B>, D>::from_inner(whole);
-            if trained {
-                tensor = tensor.require_grad();
-            }
-            Param::from_mapped_value(id, tensor, mapper)
+            with_value(param, whole)
         }
     }
     let mut collect = Collect::<B>(Vec::new());
