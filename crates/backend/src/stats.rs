@@ -91,6 +91,12 @@ pub struct Counts {
     /// `products_in_f32`, not here.)
     pub casts_down: u64,
     pub casts_up: u64,
+    /// Of `casts_down`, those of parameters (`ShardedTensor::mark_parameter`): each parameter
+    /// a product reads is cast once per step. Counted as `ops` is.
+    pub parameter_casts: u64,
+    /// Parameter casts not made again: a clone of the parameter (read again by the backward
+    /// pass) had been cast already in the step. Counted as `ops` is.
+    pub casts_reused: u64,
     /// The bytes those casts read and wrote, over all ranks. Counted as `ops` is.
     pub cast_bytes: u64,
 }
@@ -141,6 +147,8 @@ impl Counts {
         self.early_wait_nanos += other.early_wait_nanos;
         self.casts_down += other.casts_down;
         self.casts_up += other.casts_up;
+        self.parameter_casts += other.parameter_casts;
+        self.casts_reused += other.casts_reused;
         self.cast_bytes += other.cast_bytes;
     }
 }
@@ -154,8 +162,8 @@ thread_local! {
     static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
-    /// Casts down, casts up, bytes they moved.
-    static CASTS: Cell<[u64; 3]> = const { Cell::new([0; 3]) };
+    /// Casts down, casts up, bytes they moved, casts reused, parameter casts.
+    static CASTS: Cell<[u64; 5]> = const { Cell::new([0; 5]) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -199,15 +207,28 @@ impl Drop for CommClock {
     }
 }
 
-/// Counts one autocast cast, to f32 (`up`) or from it, that read and wrote `bytes` in all.
-pub(crate) fn cast(up: bool, bytes: usize) {
+/// Counts one autocast cast, to f32 (`up`) or from it, that read and wrote `bytes` in all;
+/// `parameter`: a marked parameter's.
+pub(crate) fn cast(up: bool, bytes: usize, parameter: bool) {
+    add_casts([
+        u64::from(!up),
+        u64::from(up),
+        bytes as u64,
+        0,
+        u64::from(parameter),
+    ]);
+}
+
+/// Counts a parameter's cast taken from a clone that was cast already.
+pub(crate) fn cast_reused() {
+    add_casts([0, 0, 0, 1, 0]);
+}
+
+fn add_casts(more: [u64; 5]) {
     CASTS.with(|c| {
-        let [down, ups, moved] = c.get();
-        c.set([
-            down + u64::from(!up),
-            ups + u64::from(up),
-            moved + bytes as u64,
-        ]);
+        let mut casts = c.get();
+        casts.iter_mut().zip(more).for_each(|(n, m)| *n += m);
+        c.set(casts);
     });
 }
 
@@ -320,6 +341,8 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     counts.casts_down = casts[0] - casts_before[0];
     counts.casts_up = casts[1] - casts_before[1];
     counts.cast_bytes = casts[2] - casts_before[2];
+    counts.casts_reused = casts[3] - casts_before[3];
+    counts.parameter_casts = casts[4] - casts_before[4];
     drop(guard);
     (out, counts)
 }

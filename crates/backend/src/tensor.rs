@@ -9,7 +9,7 @@ use crate::pending::Pending;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 /// One inner tensor per rank of `mesh`, laid out as its placement says. `K` is the tensor kind
 /// (float, int, bool, quantized).
@@ -19,6 +19,9 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// A `Partial` tensor's sum over the ranks, shared with its clones: made when a `Partial`
     /// tensor is first cloned, filled by the first clone to be summed (see [`SharedSum`]).
     sum: OnceLock<SharedSum<K::P>>,
+    /// Set on a parameter by the loop that trains it ([`ShardedTensor::mark_parameter`]) and
+    /// kept by its clones: where autocast finds the parameter's narrow copy (see [`CastSlot`]).
+    cast: Option<CastSlot<K::P>>,
     /// Float only, set when the parts hold a narrower float dtype (bf16, f16) whose values the
     /// tensor presents as f32, exactly (results computed in that dtype, see `crate::autocast`):
     /// the op that widens them, which every read of the parts runs first
@@ -31,6 +34,21 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
 /// uses its batch mean twice (to centre the input for the variance, and in the output), so
 /// without it each statistic was summed across the ranks once per use.
 type SharedSum<P> = Arc<OnceLock<(Vec<P>, Placement)>>;
+
+/// A parameter's narrow copy, made by autocast (`crate::autocast`) for every clone of it. A
+/// parameter is read by its layer's product in the forward pass and again in the backward pass
+/// (through the clone autodiff saved): cast once per step, as AMP's cast cache casts leaf
+/// tensors once per autocast region. The slot holds the copy weakly: the autocast setting in
+/// force when it was made owns it (`runtime::armed::keep_while_autocast`), so it is freed when
+/// the step's scope ends, however long the parameter lives (a frozen one, all run).
+/// Activations are not marked: their copies would live beside the f32 tensors autodiff saves.
+pub(crate) type CastSlot<P> = Arc<Mutex<Weak<NarrowCopy<P>>>>;
+
+/// A `Replicated` f32 tensor's parts cast to `dtype`.
+pub(crate) struct NarrowCopy<P: 'static> {
+    dtype: DType,
+    parts: Vec<Part<P>>,
+}
 
 /// A tensor taken apart: its parts (possibly still being computed on rank threads), its
 /// placement and its mesh.
@@ -68,6 +86,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Ready { parts, placement },
             mesh,
             sum: OnceLock::new(),
+            cast: None,
             widen: None,
         }
     }
@@ -78,6 +97,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Pending(Arc::new(pending)),
             mesh,
             sum: OnceLock::new(),
+            cast: None,
             widen: None,
         }
     }
@@ -238,6 +258,69 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         }
     }
 
+    /// Marks this tensor as a parameter, for this value of it and its clones: autocast casts it
+    /// once per step for all its readers (see [`CastSlot`]). The loop that trains it marks it
+    /// (firemesh's `Trainer` does, before each step); nothing changes for a tensor that is not
+    /// a `Replicated` f32 one.
+    pub fn mark_parameter(&mut self) {
+        self.cast.get_or_insert_with(CastSlot::default);
+    }
+
+    /// Whether this is a marked parameter whose cast its clones can share: f32, `Replicated`.
+    fn cast_slot(&self) -> Option<&CastSlot<K::P>> {
+        let shareable = self.widen.is_none()
+            && self.dtype() == DType::F32
+            && self.placement() == Placement::Replicated;
+        self.cast.as_ref().filter(|_| shareable)
+    }
+
+    /// Whether this tensor was marked as a parameter (or is a layout op's view of one).
+    pub(crate) fn is_parameter(&self) -> bool {
+        self.cast.is_some()
+    }
+
+    /// This parameter's narrow copy and its dtype, where a clone of it was cast in this step.
+    pub(crate) fn narrow_copy(&self) -> Option<(Self, DType)> {
+        let slot = self.cast_slot()?.lock();
+        let copy = slot.unwrap_or_else(PoisonError::into_inner).upgrade()?;
+        let mesh = self.mesh.clone();
+        let parts = copy.parts.clone();
+        Some((Self::issued(parts, Placement::Replicated, mesh), copy.dtype))
+    }
+
+    /// This parameter cast to `dtype`, where a clone of it was cast so in this step.
+    pub(crate) fn shared_cast(&self, dtype: DType) -> Option<Self> {
+        self.narrow_copy()
+            .and_then(|(copy, cast_to)| (cast_to == dtype).then_some(copy))
+    }
+
+    /// Where to leave this parameter's cast for its clones (`None`: not a marked parameter).
+    pub(crate) fn cast_for_clones(&self) -> Option<CastSlot<K::P>> {
+        self.cast_slot().cloned()
+    }
+
+    /// Leaves this tensor in `slot` as the cast to `dtype` of the parameter `slot` came from;
+    /// returns the copy, which the caller must keep alive for as long as clones may use it.
+    pub(crate) fn leave_as_cast(
+        &self,
+        slot: &CastSlot<K::P>,
+        dtype: DType,
+    ) -> Option<Arc<NarrowCopy<K::P>>> {
+        let State::Ready {
+            parts,
+            placement: Placement::Replicated,
+        } = &self.state
+        else {
+            return None;
+        };
+        let copy = Arc::new(NarrowCopy {
+            dtype,
+            parts: parts.clone(),
+        });
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(&copy);
+        Some(copy)
+    }
+
     fn first_ready(&self) -> &K::P {
         self.first_part()
             .expect("firemesh: internal error: rank 0's part is computed where it is issued")
@@ -261,6 +344,7 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             state,
             mesh: self.mesh.clone(),
             sum,
+            cast: self.cast.clone(),
             widen: self.widen,
         }
     }

@@ -14,11 +14,13 @@
 
 use crate::error::{Error, Result};
 use crate::named::{by_name, Named};
-use burn::module::{AutodiffModule, ModuleVisitor, Param};
+use burn::backend::Autodiff;
+use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{DType, FloatDType};
+use burn::tensor::{DType, FloatDType, TensorPrimitive};
+use firemesh_backend::Sharded;
 use serde::{Deserialize, Serialize};
 
 /// The precision matrix products and convolutions compute in.
@@ -273,4 +275,29 @@ pub(crate) fn unscale_gradients<A: AutodiffBackend, M: AutodiffModule<A>>(
     model.visit(&mut pass);
     pass.total
         .is_none_or(|t| t.into_scalar().elem::<f64>().is_finite())
+}
+
+/// `module` with every parameter marked as one for autocast
+/// (`ShardedTensor::mark_parameter`): under a narrow precision, each is cast once per step for
+/// all its readers (the forward product and the backward pass's), the copy freed when the
+/// step's scope ends. The `Trainer` marks its model before every step (the optimizer's update
+/// makes new tensors); a loop of one's own that arms `Mesh::autocast` calls this after each
+/// update. Values, gradients and parameter ids do not change.
+pub fn mark_parameters<B: Backend, M: AutodiffModule<Autodiff<Sharded<B>>>>(module: M) -> M {
+    struct Mark;
+    impl<B: Backend> ModuleMapper<Autodiff<Sharded<B>>> for Mark {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: Param<Tensor<Autodiff<Sharded<B>>, D>>,
+        ) -> Param<Tensor<Autodiff<Sharded<B>>, D>> {
+            param.map(|t| match t.into_primitive() {
+                TensorPrimitive::Float(mut t) => {
+                    t.primitive.mark_parameter();
+                    Tensor::from_primitive(TensorPrimitive::Float(t))
+                }
+                other => Tensor::from_primitive(other),
+            })
+        }
+    }
+    module.map(&mut Mark)
 }

@@ -68,6 +68,9 @@ struct Sums<M> {
     /// products, and the early buckets the backward pass fills.
     scope: StepScope,
     reduce: fn(&M, &mut GradientsParams, usize, Option<&EarlyBuckets>, Option<FloatDType>) -> usize,
+    /// Marks the model's parameters for autocast, cast once per step
+    /// ([`crate::precision::mark_parameters`]).
+    mark: fn(M) -> M,
     /// ZeRO-1 ([`crate::zero`]): the two ends of its update (its reduce-scatter is `reduce`).
     zero: Option<ZeroUpdate<M>>,
 }
@@ -144,6 +147,7 @@ where
             wire: None,
             scope,
             reduce: reduce_gradients_on_wire::<B, M>,
+            mark: crate::precision::mark_parameters::<B, M>,
             zero: None,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
@@ -307,8 +311,11 @@ where
         if let Some(seed) = self.seed {
             A::seed(&self.device, step_seed(seed, index));
         }
-        let model = self.model.take().ok_or(Error::ModelLost)?;
+        let mut model = self.model.take().ok_or(Error::ModelLost)?;
         let sums = &self.sums;
+        if let Some(s) = sums.as_ref().filter(|s| s.scope.autocast().is_some()) {
+            model = (s.mark)(model);
+        }
         let scale = self.scaler.as_ref().map(LossScaler::scale);
         let (outcome, counts) = stats::count(|| {
             // The step's scope: its precision for the forward and backward passes, its early

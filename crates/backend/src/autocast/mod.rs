@@ -22,6 +22,14 @@
 //! other ops see. A `Partial` result (a weight gradient of a sharded batch) is cast back to f32
 //! at once, for its bucket; a weight gradient that is not `Partial` (one rank, a replicated
 //! batch) is held narrow like any result, and widened where it is read.
+//!
+//! Parameters: a tensor the training loop marks as a parameter
+//! (`ShardedTensor::mark_parameter`) is cast once for all its clones while the precision is
+//! armed (`CastSlot` in `tensor.rs`), so a weight read by the forward product and again by the
+//! backward pass's is cast once per step; the copy is freed when the step's scope ends.
+//! Activations are cast at each product that reads them (sharing their casts would keep a
+//! narrow copy alive beside the f32 one autodiff saves). `Counts` gives the casts of a step
+//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `cast_bytes`).
 
 pub(crate) mod convs;
 mod cube_convs;
@@ -93,17 +101,28 @@ impl<B: Backend> Operand<B> for F<B> {
 /// back) or result (a weight gradient) stays `Partial`, its addends cast one by one, as the
 /// low-precision op itself computes on them. (`float_cast` sums a `Partial` tensor first: a
 /// cast is not linear in general, but here the op's own rounding is the point.)
+/// A marked parameter is cast once for all its clones while the precision is armed (`CastSlot`).
 fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
+    let to = DType::from(dtype);
+    if let Some(done) = t.shared_cast(to) {
+        crate::stats::cast_reused();
+        return done;
+    }
     let read: usize = t.bytes_per_rank().iter().sum();
     let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
-    let to = DType::from(dtype).size();
-    crate::stats::cast(dtype == FloatDType::F32, read + read / from * to);
-    crate::exec::run(
+    let parameter = t.cast_for_clones().is_some().then(|| t.clone());
+    let up = dtype == FloatDType::F32;
+    crate::stats::cast(up, read + read / from * to.size(), parameter.is_some());
+    let out: F<B> = crate::exec::run(
         "autocast",
         (t,),
         crate::rules::elementwise::linear_unary,
         move |_, (t,)| B::float_cast(t, dtype),
-    )
+    );
+    if let Some(parameter) = parameter {
+        keep_for_clones(&parameter, out.clone(), to);
+    }
+    out
 }
 
 impl<B: Backend> Operand<B> for Option<F<B>> {
@@ -123,12 +142,35 @@ pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
 }
 
 /// A layout op (`op`: reshape, slice, transpose…) on `t`, which moves values without computing
-/// on them: a tensor held narrow goes through it as it is held and comes out held narrow.
-pub(crate) fn moved<B: Backend>(t: F<B>, op: impl FnOnce(F<B>) -> F<B>) -> F<B> {
-    if t.held_narrow().is_none() {
+/// on them: a tensor held narrow goes through it as it is held and comes out held narrow. A
+/// parameter's view is a parameter too (a tied embedding's transpose, the output head); where
+/// the parameter was cast in this step, `op` also moves its narrow copy, which becomes the
+/// view's: the backward pass's transpose of a transposed weight needs no cast of its own.
+pub(crate) fn moved<B: Backend>(t: F<B>, op: impl Fn(F<B>) -> F<B>) -> F<B> {
+    if t.held_narrow().is_some() {
+        return op(t.into_held()).presented_as_f32(widened::<B>);
+    }
+    if !t.is_parameter() {
         return op(t);
     }
-    op(t.into_held()).presented_as_f32(widened::<B>)
+    let copy = t.narrow_copy();
+    let mut out = op(t);
+    out.mark_parameter();
+    if let Some((narrow, dtype)) = copy {
+        keep_for_clones(&out, op(narrow), dtype);
+    }
+    out
+}
+
+/// Leaves `narrow` as parameter `of`'s cast to `dtype` for its clones, owned by the precision
+/// armed (until the step's scope ends).
+fn keep_for_clones<B: Backend>(of: &F<B>, narrow: F<B>, dtype: DType) {
+    let copy = of
+        .cast_for_clones()
+        .and_then(|slot| narrow.leave_as_cast(&slot, dtype));
+    if let Some(copy) = copy {
+        crate::runtime::armed::keep_while_autocast(of.mesh().key(), Box::new(copy));
+    }
 }
 
 /// A tensor held narrow, widened to the f32 it presents on every rank.

@@ -45,11 +45,14 @@ macro_rules! by_rule {
     ($inner:ident, moves $rule:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($t: $T, $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            $crate::autocast::moved($t, move |$t| $crate::exec::run(stringify!($name), ($t,), $rule, move |_, ($t,)| {
-                #[allow(unused_variables)]
-                let ($($($a,)+)?) = &kept;
-                $inner::$name($t, $($($crate::ops::Lend::lend($a)),+)?)
-            }))
+            $crate::autocast::moved($t, move |$t| {
+                let kept = ::core::clone::Clone::clone(&kept);
+                $crate::exec::run(stringify!($name), ($t,), $rule, move |_, ($t,)| {
+                    #[allow(unused_variables)]
+                    let ($($($a,)+)?) = &kept;
+                    $inner::$name($t, $($($crate::ops::Lend::lend($a)),+)?)
+                })
+            })
         }
     )*};
     ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
@@ -87,7 +90,7 @@ macro_rules! reduce_twice {
 /// An argument of an op that its body keeps: the body may run on a rank's thread after the op
 /// returned, so borrowed arguments are copied.
 pub(crate) trait Kept {
-    type Owned: Send + Sync + 'static;
+    type Owned: Clone + Send + Sync + 'static;
     fn keep(self) -> Self::Owned;
 }
 

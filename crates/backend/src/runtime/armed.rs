@@ -3,12 +3,14 @@
 //! arming thread keeps its own list of what it armed: nothing of it lives on the mesh, and no
 //! thread sees another's. Each entry lives as long as its [`Token`]: dropped anywhere (another
 //! thread included), it ends; an inner entry shadows an outer one on the same mesh until it
-//! ends. Meshes are named by a [`MeshKey`]; nothing here knows what a mesh is.
+//! ends. Meshes are named by a [`MeshKey`]; nothing here knows what a mesh is. A setting can
+//! own values for as long as it is in force ([`keep_while_autocast`]): autocast's copies of the
+//! parameters it cast, freed when the step's scope ends.
 
 use burn_backend::FloatDType;
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Names one mesh: its device type and its place in that type's registry (indices repeat
 /// across device types).
@@ -27,8 +29,12 @@ pub(crate) enum Setting {
 struct Entry {
     mesh: MeshKey,
     setting: Setting,
-    alive: Weak<()>,
+    alive: Weak<Kept>,
 }
+
+/// What an armed setting owns while it is in force: dropped with its [`Token`].
+#[derive(Default)]
+struct Kept(Mutex<Vec<Box<dyn Any + Send>>>);
 
 thread_local! {
     /// What this thread armed, innermost last.
@@ -38,12 +44,12 @@ thread_local! {
 /// Keeps one armed setting in force; dropping it (on any thread) ends it.
 #[must_use = "the setting ends when this is dropped"]
 pub(crate) struct Token {
-    _alive: Arc<()>,
+    _alive: Arc<Kept>,
 }
 
 /// Arms `setting` on the mesh `mesh` for the calling thread.
 pub(crate) fn arm(mesh: MeshKey, setting: Setting) -> Token {
-    let alive = Arc::new(());
+    let alive = Arc::new(Kept::default());
     let entry = Entry {
         mesh,
         setting,
@@ -57,7 +63,7 @@ pub(crate) fn arm(mesh: MeshKey, setting: Setting) -> Token {
 }
 
 /// The innermost setting in force that the calling thread armed on `mesh` and `pick` takes.
-fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Setting) -> Option<T>) -> Option<T> {
+fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Entry) -> Option<T>) -> Option<T> {
     ARMED
         .try_with(|armed| {
             let armed = armed.borrow();
@@ -65,23 +71,42 @@ fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Setting) -> Option<T>) -> Option<T
                 .iter()
                 .rev()
                 .filter(|e| e.mesh == mesh && e.alive.strong_count() > 0)
-                .find_map(|e| pick(&e.setting))
+                .find_map(pick)
         })
         .ok()
         .flatten()
 }
 
+/// Gives `value` to the precision the calling thread armed on `mesh`, to own until it ends
+/// (the step's scope, or the `Autocasting` guard). `false` (and `value` dropped) where none is
+/// armed.
+pub(crate) fn keep_while_autocast(mesh: MeshKey, value: Box<dyn Any + Send>) -> bool {
+    let owner = innermost(mesh, |e| match e.setting {
+        Setting::Autocast(_) => e.alive.upgrade(),
+        Setting::Early(_) => None,
+    });
+    let Some(owner) = owner else {
+        return false;
+    };
+    owner
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(value);
+    true
+}
+
 /// The precision the calling thread armed on `mesh`, if any.
 pub(crate) fn autocast(mesh: MeshKey) -> Option<FloatDType> {
-    innermost(mesh, |s| match s {
-        Setting::Autocast(dtype) => Some(*dtype),
+    innermost(mesh, |e| match e.setting {
+        Setting::Autocast(dtype) => Some(dtype),
         Setting::Early(_) => None,
     })
 }
 
 /// The early buckets the calling thread armed on `mesh`, if any (and still owned).
 pub(crate) fn early_buckets(mesh: MeshKey) -> Option<Arc<dyn Any + Send + Sync>> {
-    innermost(mesh, |s| match s {
+    innermost(mesh, |e| match &e.setting {
         Setting::Early(session) => Some(session.clone()),
         Setting::Autocast(_) => None,
     })

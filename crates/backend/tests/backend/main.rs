@@ -12,6 +12,7 @@ mod errors;
 mod gradients;
 mod learner;
 mod ops;
+mod parameter_casts;
 mod random;
 mod rank_threads;
 mod stress;

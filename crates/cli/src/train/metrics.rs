@@ -165,11 +165,16 @@ pub struct Summary {
     pub comm_precision: firemesh::Precision,
     #[serde(default)]
     pub comm_bytes_per_step: u64,
-    /// Autocast's casts in the last step (none in f32): f32 operands cast down to `precision`,
-    /// narrow results widened to f32 where read so, and the bytes those casts read and wrote
-    /// over all ranks.
+    /// Autocast's casts in the last step (none in f32): f32 operands cast down to `precision`
+    /// (of them the parameters', each cast once per step, and the parameter casts reused by
+    /// their other readers instead of made again), narrow results widened to f32 where read
+    /// so, and the bytes those casts read and wrote over all ranks.
     #[serde(default)]
     pub casts_down_per_step: u64,
+    #[serde(default)]
+    pub parameter_casts_per_step: u64,
+    #[serde(default)]
+    pub casts_reused_per_step: u64,
     #[serde(default)]
     pub casts_up_per_step: u64,
     #[serde(default)]

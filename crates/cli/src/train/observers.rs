@@ -48,8 +48,9 @@ pub struct Tally {
     pub early_gradient_collectives: usize,
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
-    /// The last step's autocast casts: down, up, and the bytes they moved.
-    pub casts: [u64; 3],
+    /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
+    /// and reused.
+    pub casts: [u64; 5],
 }
 
 impl Tally {
@@ -63,7 +64,13 @@ impl Tally {
     pub fn add(&mut self, s: &StepDone) {
         let (report, counts) = (&s.report, &s.report.counts);
         self.comm_bytes = counts.summed_bytes;
-        self.casts = [counts.casts_down, counts.casts_up, counts.cast_bytes];
+        self.casts = [
+            counts.casts_down,
+            counts.casts_up,
+            counts.cast_bytes,
+            counts.parameter_casts,
+            counts.casts_reused,
+        ];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;
         self.fallbacks += counts.total_fallbacks();

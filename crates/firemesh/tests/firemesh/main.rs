@@ -1,6 +1,7 @@
 //! The tests of the firemesh library, in one binary. (The command line's are in crates/cli.)
 
 mod alloc;
+mod casts;
 mod features;
 mod mesh;
 mod named;

@@ -1,0 +1,104 @@
+//! A parameter is cast once per step: under autocast, a tensor marked as a parameter
+//! (`ShardedTensor::mark_parameter`) is cast down once for all its clones while the precision
+//! is armed, and the narrow copy ends with the arming (the step's scope). Other tensors are
+//! cast at each product that reads them.
+
+use crate::common::{lift, mesh, rand, Layout, S};
+use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
+use firemesh_backend::stats::{count, Counts};
+use firemesh_backend::Mesh;
+
+/// `w`, whole on every rank, marked as a parameter.
+fn parameter(mesh: &Mesh<crate::common::Dev>) -> Tensor<S, 2> {
+    let w = lift::<S, 2>(&rand([7, 5], 2), mesh, Layout::Replicated);
+    let mut w = w.into_primitive().tensor();
+    w.mark_parameter();
+    Tensor::from_primitive(TensorPrimitive::Float(w))
+}
+
+/// Two products reading clones of `w` (as the forward and the backward pass read a weight),
+/// inside one arming of bf16; the counts of the casts.
+fn two_reads(x: &Tensor<S, 2>, w: &Tensor<S, 2>) -> Counts {
+    let _armed = x.device().autocast(FloatDType::BF16);
+    let (sum, counts) = count(|| {
+        let a = x.clone().matmul(w.clone());
+        let b = x.clone().matmul(w.clone());
+        (a + b).into_data()
+    });
+    drop(sum);
+    counts
+}
+
+#[test]
+fn a_parameter_is_cast_once_per_arming_for_all_its_clones() {
+    let mesh = mesh(3);
+    let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
+    let w = parameter(&mesh);
+    let c = two_reads(&x, &w);
+    // x (not a parameter) twice, w once, its second read reusing the first cast.
+    assert_eq!(
+        (c.casts_down, c.parameter_casts, c.casts_reused),
+        (3, 1, 1),
+        "{c:?}"
+    );
+    // The arming ended, and with it the copy (its slot no longer reaches it): the next
+    // arming casts the parameter again, once.
+    let c = two_reads(&x, &w);
+    assert_eq!(
+        (c.casts_down, c.parameter_casts, c.casts_reused),
+        (3, 1, 1),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn a_tensor_not_marked_is_cast_at_every_read() {
+    let mesh = mesh(2);
+    let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
+    // Whole on every rank, as an activation of a batch that is not sharded is.
+    let w = lift::<S, 2>(&rand([7, 5], 2), &mesh, Layout::Replicated);
+    let c = two_reads(&x, &w);
+    assert_eq!(
+        (c.casts_down, c.parameter_casts, c.casts_reused),
+        (4, 0, 0),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn the_shared_cast_gives_the_same_products() {
+    let mesh = mesh(2);
+    let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
+    let plain = lift::<S, 2>(&rand([7, 5], 2), &mesh, Layout::Replicated);
+    let marked = parameter(&mesh);
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let want = x.clone().matmul(plain).into_data();
+    let first = x.clone().matmul(marked.clone()).into_data();
+    let reused = x.matmul(marked).into_data();
+    assert_eq!(first, want);
+    assert_eq!(reused, want);
+}
+
+#[test]
+fn a_view_of_a_parameter_takes_its_cast_from_the_parameters() {
+    let mesh = mesh(2);
+    let x = lift::<S, 2>(&rand([12, 5], 1), &mesh, Layout::Shard(0));
+    let y = lift::<S, 2>(&rand([12, 7], 3), &mesh, Layout::Shard(0));
+    let plain = lift::<S, 2>(&rand([7, 5], 2), &mesh, Layout::Replicated);
+    let want = {
+        let _armed = mesh.autocast(FloatDType::BF16);
+        let a = x.clone().matmul(plain.clone().transpose());
+        (a.into_data(), y.clone().matmul(plain).into_data())
+    };
+    // A tied output head: the forward pass reads the weight's transpose, the backward pass the
+    // transpose of that.
+    let head = parameter(&mesh).transpose();
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let ((a, b), c) = count(|| {
+        let a = x.matmul(head.clone());
+        let b = y.matmul(head.transpose());
+        (a.into_data(), b.into_data())
+    });
+    assert_eq!((a, b), want);
+    assert_eq!((c.parameter_casts, c.casts_reused), (1, 1), "{c:?}");
+}
