@@ -20,6 +20,9 @@ pub struct StepScope {
     crossing: bool,
     autocast: Option<FloatDType>,
     early: Option<EarlyBuckets>,
+    /// ZeRO-3: parameters (marked, `ShardedTensor::mark_parameter`) stored sharded are gathered
+    /// whole for each op of the forward and backward passes that reads them.
+    gather_parameters: bool,
 }
 
 impl StepScope {
@@ -30,7 +33,20 @@ impl StepScope {
             crossing: mesh.processes() == 1 || mesh.side_link().is_some(),
             autocast: None,
             early: None,
+            gather_parameters: false,
         }
+    }
+
+    /// Sharded parameters gathered whole for each op that reads them, in the forward and the
+    /// backward pass (ZeRO-3), into a copy that op owns: autodiff keeps the sharded parameter
+    /// for the backward pass, which gathers it again, as FSDP does. A cast of a parameter casts
+    /// each rank's block, so a narrow parameter is gathered narrow.
+    pub fn set_gather_parameters(&mut self, gather: bool) {
+        self.gather_parameters = gather;
+    }
+
+    pub fn gathers_parameters(&self) -> bool {
+        self.gather_parameters
     }
 
     /// Products and convolutions in `dtype` (`None`: their operands' own).
@@ -51,14 +67,14 @@ impl StepScope {
         self.early.as_ref()
     }
 
-    /// Arms this scope's precision for the ops the calling thread issues on its mesh (the
-    /// forward and backward passes), until the returned value drops.
+    /// Arms this scope's precision and parameter gathering for the ops the calling thread
+    /// issues on its mesh (the forward and backward passes), until the returned value drops.
     pub fn enter(&self) -> Entered {
-        let tokens = self
-            .autocast
-            .map(|dtype| arm(self.mesh, Setting::Autocast(dtype)));
+        let autocast = self.autocast.map(Setting::Autocast);
+        let gather = self.gather_parameters.then_some(Setting::GatherParameters);
+        let settings = autocast.into_iter().chain(gather);
         Entered {
-            _tokens: tokens.into_iter().collect(),
+            _tokens: settings.map(|s| arm(self.mesh, s)).collect(),
         }
     }
 

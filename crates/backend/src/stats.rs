@@ -74,6 +74,9 @@ pub struct Counts {
     pub products_in_f32: BTreeMap<&'static str, u64>,
     /// Sums of a `Partial` tensor not taken because a clone of it had been summed already.
     pub sums_reused: u64,
+    /// Sharded parameters gathered whole for an op that needed them, while a step armed it
+    /// (ZeRO-3: `StepScope::set_gather_parameters`); each gather is in `routes` too.
+    pub parameter_gathers: u64,
     /// Gradient buckets summed during the backward pass
     /// (`EarlyBuckets`), counted where they were started. Their
     /// collectives are in `routes` too: they run on the communication thread and are counted
@@ -142,6 +145,7 @@ impl Counts {
         self.summed_elements += other.summed_elements;
         self.summed_bytes += other.summed_bytes;
         self.sums_reused += other.sums_reused;
+        self.parameter_gathers += other.parameter_gathers;
         self.early_buckets += other.early_buckets;
         self.early_comm_nanos += other.early_comm_nanos;
         self.early_wait_nanos += other.early_wait_nanos;
@@ -265,6 +269,10 @@ pub(crate) fn redistribution(kind: Redistribution) {
         *c.redistributions.entry(kind).or_default() += 1;
         *c.redistributions_by_op.entry((op, kind)).or_default() += 1;
     });
+}
+
+pub(crate) fn parameter_gathered() {
+    record(|c| c.parameter_gathers += 1);
 }
 
 pub(crate) fn sum_reused() {

@@ -142,7 +142,7 @@ impl Error {
             }
             Lib::ZeroStage(stage) => {
                 format!(
-                    "--zero {stage}: ZeRO stages 0 and 1 exist here (1 shards the optimizer state)"
+                    "--zero {stage}: ZeRO stages 0, 1 and 3 exist here (1 shards the optimizer state, 3 the parameters too)"
                 )
             }
             Lib::PrecisionUnsupported { precision, .. } => {

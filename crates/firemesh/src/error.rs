@@ -34,7 +34,7 @@ pub enum Error {
     LossScale(f64),
     #[error("the loss scale's growth interval must be at least 1 step")]
     GrowthInterval,
-    #[error("ZeRO stage {0}: only stages 0 and 1 exist here (1: the optimizer state sharded)")]
+    #[error("ZeRO stage {0}: only stages 0, 1 and 3 exist here (1: the optimizer state sharded; 3: the parameters too)")]
     ZeroStage(u8),
     /// A [`crate::Trainer`] step after one whose failure took the model with it.
     #[error("the trainer lost its model in an earlier failed step")]

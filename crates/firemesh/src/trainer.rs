@@ -81,6 +81,9 @@ struct Sums<M> {
 struct ZeroUpdate<M> {
     shard: fn(M, &GradientsParams) -> M,
     gather: fn(M, usize) -> (M, usize),
+    /// How the parameters are stored before a step: as they are (ZeRO-1), or sharded (ZeRO-3,
+    /// [`crate::zero::shard_model`]).
+    store: fn(M) -> M,
 }
 
 // Function pointers copy whatever `M` is (a derive would ask `M: Copy`).
@@ -183,16 +186,23 @@ where
         Ok(self)
     }
 
-    /// ZeRO stage `stage`: 0 (every rank holds the whole optimizer state) or 1 (each rank
+    /// ZeRO stage `stage`: 0 (every rank holds the whole optimizer state), 1 (each rank
     /// updates, and keeps the optimizer state of, its `Shard(0)` block of every parameter; the
-    /// parameters are all-gathered in buckets after the update; see [`crate::zero`]). Stages 2
-    /// and 3 (sharded gradients and parameters) are refused.
+    /// parameters are all-gathered in buckets after the update) or 3 (the parameters stay
+    /// sharded between steps, and each op of the forward and backward passes gathers the ones
+    /// it reads); see [`crate::zero`]. Stage 2 is refused.
     pub fn with_zero(mut self, stage: u8) -> Result<Self> {
         let zero = match crate::zero::stage(stage)? {
             0 => None,
-            _ => Some(ZeroUpdate {
+            1 => Some(ZeroUpdate {
                 shard: crate::zero::shard_parameters::<B, M>,
                 gather: crate::zero::gather_parameters::<B, M>,
+                store: std::convert::identity,
+            }),
+            _ => Some(ZeroUpdate {
+                shard: crate::zero::shard_parameters::<B, M>,
+                gather: crate::zero::keep_sharded,
+                store: crate::zero::shard_model::<B, M>,
             }),
         };
         if let Some(sums) = &mut self.sums {
@@ -201,7 +211,8 @@ where
                 None => reduce_gradients_on_wire::<B, M>,
             };
             sums.zero = zero;
-            // ZeRO-1's early buckets reduce-scatter.
+            sums.scope.set_gather_parameters(stage == 3);
+            // ZeRO-1's and ZeRO-3's early buckets reduce-scatter.
             sums.remake_early();
         }
         Ok(self)
@@ -313,8 +324,14 @@ where
         }
         let mut model = self.model.take().ok_or(Error::ModelLost)?;
         let sums = &self.sums;
-        if let Some(s) = sums.as_ref().filter(|s| s.scope.autocast().is_some()) {
-            model = (s.mark)(model);
+        if let Some(s) = sums {
+            if let Some(zero) = s.zero {
+                model = (zero.store)(model);
+            }
+            // Parameters are cast once per step, and gathered where the step reads them.
+            if s.scope.autocast().is_some() || s.scope.gathers_parameters() {
+                model = (s.mark)(model);
+            }
         }
         let scale = self.scaler.as_ref().map(LossScaler::scale);
         let (outcome, counts) = stats::count(|| {

@@ -15,6 +15,14 @@
 //!
 //! A checkpoint reads the state whole (gathered); loaded, it is `Replicated` until the first
 //! step slices it again, on whatever rank count the run resumes.
+//!
+//! ZeRO-3: the parameters stay `Shard(0)` between steps too ([`shard_model`], before each
+//! step; no gather after the update). The trainer marks them as parameters and arms their
+//! gathering for the forward and backward passes (`StepScope::set_gather_parameters`): each op
+//! that reads a sharded parameter gathers it whole into a copy of its own, freed with the op;
+//! autodiff keeps the sharded parameter, so the backward pass gathers it again, as FSDP does.
+//! The gradients are reduce-scattered as ZeRO-1's. A parameter whose rows do not split (one
+//! row, or rows that do not divide among a world's processes) stays whole, as under ZeRO-1.
 
 use crate::error::{Error, Result};
 use crate::optim::AnyOptimizer;
@@ -31,13 +39,46 @@ use std::collections::HashMap;
 
 type Ad<B> = Autodiff<Sharded<B>>;
 
-/// `stage`, if it is a ZeRO stage built here: 0 (the optimizer state on every rank) or 1 (each
-/// rank keeps its `Shard(0)` block of it). The one check of a stage, for every program.
+/// `stage`, if it is a ZeRO stage built here: 0 (the optimizer state on every rank), 1 (each
+/// rank keeps its `Shard(0)` block of it) or 3 (and of the parameters, between their uses).
+/// The one check of a stage, for every program.
 pub fn stage(stage: u8) -> Result<u8> {
     match stage {
-        0 | 1 => Ok(stage),
+        0 | 1 | 3 => Ok(stage),
         _ => Err(Error::ZeroStage(stage)),
     }
+}
+
+/// Whether a parameter (or gradient) of `dims` on `t`'s mesh is stored `Shard(0)`: more than
+/// one row, in equal shares for a world's processes.
+fn splits<B: Backend, const D: usize>(t: &Tensor<Sharded<B>, D>) -> bool {
+    let rows = t.dims()[0];
+    rows > 1 && rows.is_multiple_of(t.device().processes())
+}
+
+/// ZeRO-3's storage: `module` with every parameter whose rows split ([`splits`]) stored
+/// `Shard(0)`, the even split its gradient is reduce-scattered into (a local slice of a
+/// `Replicated` parameter: a new or resumed model; parameters already sharded stay so).
+pub fn shard_model<B: Backend, M: AutodiffModule<Ad<B>>>(module: M) -> M {
+    struct Store;
+    impl<B: Backend> ModuleMapper<Ad<B>> for Store {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: Param<Tensor<Ad<B>, D>>,
+        ) -> Param<Tensor<Ad<B>, D>> {
+            let value = param.val().inner();
+            if placement(&value) != Placement::Replicated || !splits(&value) {
+                return param;
+            }
+            with_value(param, redistribute(value, Placement::Shard(0)))
+        }
+    }
+    module.map(&mut Store)
+}
+
+/// ZeRO-3's end of the update: the parameters stay sharded (no collective).
+pub fn keep_sharded<M>(module: M, _bucket_bytes: usize) -> (M, usize) {
+    (module, 0)
 }
 
 /// Sums `module`'s `Partial` gradients in `grads` over the ranks into `Shard(0)` blocks, in
@@ -181,6 +222,30 @@ pub fn gather_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
     let (wholes, collectives) = gather_in_buckets(tensors, bucket_bytes);
     let module = module.map(&mut Put(ids.into_iter().zip(wholes).collect()));
     (module, collectives)
+}
+
+/// The bytes of `module`'s parameters each rank stores, in rank order, counted from their
+/// parts on the mesh (exact): every parameter's bytes on each rank without ZeRO or with
+/// ZeRO-1, about 1/N of them with ZeRO-3.
+pub fn parameter_bytes_per_rank<B: Backend, M: AutodiffModule<Ad<B>>>(module: &M) -> Vec<usize> {
+    struct Count(Vec<usize>);
+    impl<B: Backend> ModuleVisitor<Ad<B>> for Count {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad<B>, D>>) {
+            let per_rank = param
+                .val()
+                .inner()
+                .into_primitive()
+                .tensor()
+                .bytes_per_rank();
+            if self.0.is_empty() {
+                self.0 = vec![0; per_rank.len()];
+            }
+            self.0.iter_mut().zip(per_rank).for_each(|(t, b)| *t += b);
+        }
+    }
+    let mut count = Count(Vec::new());
+    module.visit(&mut count);
+    count.0
 }
 
 /// The bytes of optimizer state each rank holds for `module`'s parameters: AdamW's two moment

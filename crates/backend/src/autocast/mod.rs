@@ -110,17 +110,25 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     }
     let read: usize = t.bytes_per_rank().iter().sum();
     let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
-    let parameter = t.cast_for_clones().is_some().then(|| t.clone());
+    let is_parameter = t.is_parameter();
+    let shared = t.cast_for_clones().is_some().then(|| t.clone());
     let up = dtype == FloatDType::F32;
-    crate::stats::cast(up, read + read / from * to.size(), parameter.is_some());
-    let out: F<B> = crate::exec::run(
-        "autocast",
-        (t,),
-        crate::rules::elementwise::linear_unary,
-        move |_, (t,)| B::float_cast(t, dtype),
-    );
-    if let Some(parameter) = parameter {
+    crate::stats::cast(up, read + read / from * to.size(), is_parameter);
+    let mut out: F<B> = armed::keeping_parameters_sharded(|| {
+        crate::exec::run(
+            "autocast",
+            (t,),
+            crate::rules::elementwise::linear_unary,
+            move |_, (t,)| B::float_cast(t, dtype),
+        )
+    });
+    if let Some(parameter) = shared {
         keep_for_clones(&parameter, out.clone(), to);
+    }
+    if is_parameter {
+        // A sharded parameter's blocks cast: still the parameter, gathered by the product
+        // where the step gathers parameters (ZeRO-3), in the narrow dtype.
+        out.mark_parameter();
     }
     out
 }
@@ -143,10 +151,16 @@ pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
 
 /// A layout op (`op`: reshape, slice, transpose…) on `t`, which moves values without computing
 /// on them: a tensor held narrow goes through it as it is held and comes out held narrow. A
-/// parameter's view is a parameter too (a tied embedding's transpose, the output head); where
+/// parameter's view is a parameter too (a tied embedding's transpose, the output head), as
+/// sharded as the parameter (ZeRO-3 gathers it where an op computes on it); where
 /// the parameter was cast in this step, `op` also moves its narrow copy, which becomes the
 /// view's: the backward pass's transpose of a transposed weight needs no cast of its own.
-pub(crate) fn moved<B: Backend>(t: F<B>, op: impl Fn(F<B>) -> F<B>) -> F<B> {
+///
+/// `keeps_sharded`: a sharded parameter goes through the op sharded (a transpose, a reshape
+/// that adds or permutes dims: the sharded dim moves), instead of being gathered first, and
+/// autodiff keeps the view at 1/N the bytes (ZeRO-3); a slice, which may cut the sharded dim,
+/// gathers it first.
+pub(crate) fn moved<B: Backend>(t: F<B>, keeps_sharded: bool, op: impl Fn(F<B>) -> F<B>) -> F<B> {
     if t.held_narrow().is_some() {
         return op(t.into_held()).presented_as_f32(widened::<B>);
     }
@@ -154,7 +168,10 @@ pub(crate) fn moved<B: Backend>(t: F<B>, op: impl Fn(F<B>) -> F<B>) -> F<B> {
         return op(t);
     }
     let copy = t.narrow_copy();
-    let mut out = op(t);
+    let mut out = match keeps_sharded {
+        true => armed::keeping_parameters_sharded(|| op(t)),
+        false => op(t),
+    };
     out.mark_parameter();
     if let Some((narrow, dtype)) = copy {
         keep_for_clones(&out, op(narrow), dtype);

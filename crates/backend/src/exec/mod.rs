@@ -116,12 +116,13 @@ struct Ready<B: Backend, I> {
 
 fn prepare<B: Backend, I: Operands<B>>(
     op: &'static str,
-    mut inputs: I,
+    inputs: I,
     rule: impl FnOnce(&[Meta]) -> Plan,
 ) -> Ready<B, I> {
     stats::op();
     let mesh = inputs.mesh(op);
-    inputs.use_known_sums();
+    // Casts and layout moves of a sharded parameter keep it sharded; other ops gather it.
+    let inputs = inputs.settled(!crate::runtime::armed::keeps_parameters_sharded());
     let metas = inputs.metas();
     let plan = rule(&metas);
     debug_assert_eq!(plan.wants.len(), metas.len(), "{op}: one want per operand");

@@ -20,9 +20,12 @@ pub(crate) trait Operand<B: Backend>: Sized {
     /// One rank's share as split off: parts that the rank's thread may still be computing.
     type Issued: Send + 'static;
     fn mesh(&self) -> Option<&Mesh<B::Device>>;
-    /// Replaces its `Partial` tensors whose sum a clone has computed by that sum (before the rule
-    /// looks at them).
-    fn use_known_sums(&mut self) {}
+    /// Its tensors as the rule should see them: a `Partial` tensor whose sum a clone has
+    /// computed replaced by that sum, and (`gather`) a sharded parameter of a fully sharded
+    /// model gathered whole where the step armed it (`ShardedTensor::settled`).
+    fn settled(self, _gather: bool) -> Self {
+        self
+    }
     /// Appends the metas of its tensors (none for an absent optional tensor or the mesh).
     fn metas(&self, out: &mut Vec<Meta>);
     /// Redistributes its tensors, taking one want per tensor.
@@ -42,8 +45,8 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.mesh)
     }
-    fn use_known_sums(&mut self) {
-        self.use_known_sum();
+    fn settled(self, gather: bool) -> Self {
+        ShardedTensor::settled(self, gather)
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         out.push(Meta::of(self));
@@ -65,10 +68,8 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Option<T> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.as_ref().and_then(T::mesh)
     }
-    fn use_known_sums(&mut self) {
-        if let Some(t) = self {
-            t.use_known_sums();
-        }
+    fn settled(self, gather: bool) -> Self {
+        self.map(|t| t.settled(gather))
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         if let Some(t) = self {
@@ -95,8 +96,8 @@ impl<B: Backend, T: Operand<B>> Operand<B> for Vec<T> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.iter().find_map(T::mesh)
     }
-    fn use_known_sums(&mut self) {
-        self.iter_mut().for_each(T::use_known_sums);
+    fn settled(self, gather: bool) -> Self {
+        self.into_iter().map(|t| t.settled(gather)).collect()
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.iter().for_each(|t| t.metas(out));
@@ -126,9 +127,8 @@ impl<B: Backend, X: Operand<B>, Y: Operand<B>> Operand<B> for (X, Y) {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         self.0.mesh().or(self.1.mesh())
     }
-    fn use_known_sums(&mut self) {
-        self.0.use_known_sums();
-        self.1.use_known_sums();
+    fn settled(self, gather: bool) -> Self {
+        (self.0.settled(gather), self.1.settled(gather))
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         self.0.metas(out);
@@ -178,9 +178,10 @@ impl<B: Backend> Operand<B> for TensorPrimitive<Sharded<B>> {
             TensorPrimitive::QFloat(t) => Some(&t.mesh),
         }
     }
-    fn use_known_sums(&mut self) {
-        if let TensorPrimitive::Float(t) = self {
-            t.use_known_sum();
+    fn settled(self, gather: bool) -> Self {
+        match self {
+            TensorPrimitive::Float(t) => TensorPrimitive::Float(t.settled(gather)),
+            quantized => quantized,
         }
     }
     fn metas(&self, out: &mut Vec<Meta>) {
@@ -251,7 +252,7 @@ pub(crate) trait Operands<B: Backend>: Sized {
     type Issued: Send + 'static;
     /// The mesh every operand lives on; operands from two meshes are a usage error.
     fn mesh(&self, op: &str) -> Mesh<B::Device>;
-    fn use_known_sums(&mut self);
+    fn settled(self, gather: bool) -> Self;
     fn metas(&self) -> Vec<Meta>;
     fn apply(self, wants: &mut Iter<'_, Want>) -> Self;
     /// Each rank's share, in rank order (made as they are taken: no list of them is kept).
@@ -280,9 +281,9 @@ macro_rules! tuple_operands {
                 let ($($t,)+) = self;
                 common_mesh(&[$($t.mesh()),+], op)
             }
-            fn use_known_sums(&mut self) {
+            fn settled(self, gather: bool) -> Self {
                 let ($($t,)+) = self;
-                $($t.use_known_sums();)+
+                ($($t.settled(gather),)+)
             }
             fn metas(&self) -> Vec<Meta> {
                 let ($($t,)+) = self;

@@ -89,7 +89,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         let kept_shape = shape.clone();
-        moved(tensor, |tensor| {
+        moved(tensor, true, |tensor| {
             let kept_shape = kept_shape.clone();
             run(
                 "float_reshape",
@@ -102,7 +102,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
         let kept_slices = slices.to_vec();
-        moved(tensor, |tensor| {
+        moved(tensor, false, |tensor| {
             let kept_slices = kept_slices.clone();
             run(
                 "float_slice",

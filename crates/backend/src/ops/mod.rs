@@ -13,8 +13,8 @@
 /// result presented as f32 (before `$then`, so a parameter gradient joins its bucket in f32).
 /// `convolution $rule`: as `autocast`, in f32 where the inner backend's convolutions add in the
 /// element type (`crate::autocast::convs`).
-/// `moves $rule`: a layout op of one float tensor, which a tensor held narrow goes through as
-/// it is held (`crate::autocast::moved`).
+/// `moves $rule`: a layout op of one float tensor that permutes its dims, which a tensor held
+/// narrow goes through as it is held, and a sharded parameter sharded (`crate::autocast::moved`).
 macro_rules! by_rule {
     ($inner:ident, autocast $rule:expr => $then:expr; $($body:tt)*) => {
         by_rule! { $inner, autocast($crate::autocast::for_op) $rule => $then; $($body)* }
@@ -45,7 +45,7 @@ macro_rules! by_rule {
     ($inner:ident, moves $rule:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($t: $T, $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            $crate::autocast::moved($t, move |$t| {
+            $crate::autocast::moved($t, true, move |$t| {
                 let kept = ::core::clone::Clone::clone(&kept);
                 $crate::exec::run(stringify!($name), ($t,), $rule, move |_, ($t,)| {
                     #[allow(unused_variables)]

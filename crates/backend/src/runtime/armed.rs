@@ -21,6 +21,8 @@ pub(crate) type MeshKey = (TypeId, u16);
 pub(crate) enum Setting {
     /// The precision products and convolutions run in.
     Autocast(FloatDType),
+    /// Sharded parameters gathered whole for the ops that read them (ZeRO-3).
+    GatherParameters,
     /// An `EarlyBuckets`' state, held weakly (its owner keeps it; an ended entry must not);
     /// `None` arms none (shadowing an outer one).
     Early(Option<Weak<dyn Any + Send + Sync>>),
@@ -39,6 +41,8 @@ struct Kept(Mutex<Vec<Box<dyn Any + Send>>>);
 thread_local! {
     /// What this thread armed, innermost last.
     static ARMED: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    /// Set while an op that keeps parameters sharded runs (see [`keeping_parameters_sharded`]).
+    static KEEP_SHARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Keeps one armed setting in force; dropping it (on any thread) ends it.
@@ -83,7 +87,7 @@ fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Entry) -> Option<T>) -> Option<T> 
 pub(crate) fn keep_while_autocast(mesh: MeshKey, value: Box<dyn Any + Send>) -> bool {
     let owner = innermost(mesh, |e| match e.setting {
         Setting::Autocast(_) => e.alive.upgrade(),
-        Setting::Early(_) => None,
+        _ => None,
     });
     let Some(owner) = owner else {
         return false;
@@ -100,7 +104,7 @@ pub(crate) fn keep_while_autocast(mesh: MeshKey, value: Box<dyn Any + Send>) -> 
 pub(crate) fn autocast(mesh: MeshKey) -> Option<FloatDType> {
     innermost(mesh, |e| match e.setting {
         Setting::Autocast(dtype) => Some(dtype),
-        Setting::Early(_) => None,
+        _ => None,
     })
 }
 
@@ -108,8 +112,36 @@ pub(crate) fn autocast(mesh: MeshKey) -> Option<FloatDType> {
 pub(crate) fn early_buckets(mesh: MeshKey) -> Option<Arc<dyn Any + Send + Sync>> {
     innermost(mesh, |e| match &e.setting {
         Setting::Early(session) => Some(session.clone()),
-        Setting::Autocast(_) => None,
+        _ => None,
     })
     .flatten()
     .and_then(|session| session.upgrade())
+}
+
+/// Whether the calling thread armed the gathering of sharded parameters on `mesh`.
+pub(crate) fn gathers_parameters(mesh: MeshKey) -> bool {
+    innermost(mesh, |e| {
+        matches!(e.setting, Setting::GatherParameters).then_some(())
+    })
+    .is_some()
+}
+
+/// Runs `f`, an op that casts or moves a parameter's blocks (a cast, a transpose), without
+/// gathering sharded parameters: the result is a sharded parameter still, which the op that
+/// computes on it gathers, and which autodiff may keep for the backward pass at 1/N the bytes.
+pub(crate) fn keeping_parameters_sharded<T>(f: impl FnOnce() -> T) -> T {
+    let before = KEEP_SHARDED.replace(true);
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            KEEP_SHARDED.set(self.0);
+        }
+    }
+    let _restore = Restore(before);
+    f()
+}
+
+/// Whether the op the calling thread runs keeps parameters sharded.
+pub(crate) fn keeps_parameters_sharded() -> bool {
+    KEEP_SHARDED.get()
 }

@@ -185,6 +185,10 @@ pub struct Summary {
     pub zero: u8,
     #[serde(default)]
     pub optimizer_state_bytes_per_rank: Option<Vec<usize>>,
+    /// The bytes of parameters each rank of this process stored at the end, from the mesh:
+    /// all of them on each rank, or about 1/N under ZeRO-3.
+    #[serde(default)]
+    pub parameter_bytes_per_rank: Vec<usize>,
     /// The most host memory this process held resident at any time until the summary
     /// (Linux's `VmHWM`; `None` elsewhere): on a CPU mesh every rank's tensors, with the data and
     /// the program.

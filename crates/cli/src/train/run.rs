@@ -226,6 +226,7 @@ fn summarize<B: Backend>(
     let (c, total) = (&job.config, job.total_steps());
     let scaler = trainer.loss_scaler().map(|s| s.state());
     let state_bytes = firemesh::zero::state_bytes_per_rank(trainer.optimizer(), trainer.model());
+    let parameter_bytes = firemesh::zero::parameter_bytes_per_rank(trainer.model());
     let model = trainer.into_model();
     let (sample, charts) = closing_work::<B>(mesh, job, &model, &mut watch, &ended)?;
     let records = &watch.log.metrics.records;
@@ -258,6 +259,7 @@ fn summarize<B: Backend>(
         comm_precision: c.comm_precision,
         zero: c.zero,
         optimizer_state_bytes_per_rank: state_bytes,
+        parameter_bytes_per_rank: parameter_bytes,
         peak_host_bytes: super::metrics::peak_host_bytes(),
         comm_bytes_per_step: tally.comm_bytes,
         casts_down_per_step: tally.casts[0],

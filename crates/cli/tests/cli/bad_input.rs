@@ -109,7 +109,7 @@ fn bad_options_and_sizes_are_named() {
         ),
         (
             &["train", "--zero", "2"],
-            "--zero 2: ZeRO stages 0 and 1 exist here",
+            "--zero 2: ZeRO stages 0, 1 and 3 exist here",
         ),
         (
             &["train", "--precision", "fp8"],

@@ -350,7 +350,7 @@ fn bad_bench_input_is_one_line_and_a_failure() {
         (&["bench", "--bucket-mib", "0"][..], "--bucket-mib"),
         (
             &["bench", "--zero", "0,2"][..],
-            "--zero 2: ZeRO stages 0 and 1",
+            "--zero 2: ZeRO stages 0, 1 and 3",
         ),
         (
             &[

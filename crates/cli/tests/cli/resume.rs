@@ -513,6 +513,68 @@ fn a_zero1_run_resumes_bit_identical_and_onto_another_rank_count() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// ZeRO-3 and ZeRO-0 checkpoints are interchangeable (parameters and state are saved whole):
+/// a run saved under one stage and resumed under the other ends bit for bit where an
+/// uninterrupted ZeRO-0 run ends, both ways; resumed on 3 ranks, a ZeRO-3 run stores a third of
+/// the parameters per rank again.
+#[test]
+fn zero3_and_zero0_checkpoints_resume_each_other_bit_identical() {
+    let dir = scratch("zero3");
+    let options = "--samples 64 --checkpoint-every 3 --optimizer adamw --schedule constant \
+                   --warmup-steps 0";
+    let go = |run: &Path, extra: &str| {
+        let out = cli(&dir, &strs(&train_args(run, &format!("{options} {extra}"))));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let text = std::fs::read_to_string(run.join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let whole = go(&dir.join("whole"), "--steps 6 --zero 0");
+    for (first, then) in [(0, 3), (3, 0)] {
+        let run = dir.join(format!("from{first}"));
+        go(&run, &format!("--steps 3 --zero {first}"));
+        let resumed = go(&run, &format!("--steps 6 --zero {then} --resume"));
+        assert_eq!(resumed["zero"], then);
+        assert_eq!(
+            resumed["params_digest"], whole["params_digest"],
+            "saved under ZeRO-{first}, resumed under ZeRO-{then}"
+        );
+    }
+    let wider = dir.join("wider");
+    go(&wider, "--steps 3 --zero 0");
+    let mut three_ranks = train_args(&wider, &format!("{options} --steps 6 --zero 3 --resume"));
+    let ranks = three_ranks.iter().position(|a| a == "--ranks").unwrap();
+    three_ranks[ranks + 1] = "3".into();
+    let out = cli(&dir, &strs(&three_ranks));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(wider.join("summary.json")).unwrap();
+    let three: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (three["zero"].as_u64(), three["ranks"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let loss = |s: &serde_json::Value| s["last_loss"].as_f64().unwrap();
+    assert!(
+        (loss(&three) - loss(&whole)).abs() < 1e-4,
+        "{three} against {whole}"
+    );
+    let bytes = |s: &serde_json::Value| -> Vec<u64> {
+        let per_rank = s["parameter_bytes_per_rank"].as_array().unwrap();
+        per_rank.iter().map(|b| b.as_u64().unwrap()).collect()
+    };
+    let (all, thirds) = (bytes(&whole), bytes(&three));
+    assert!(all.len() == 2 && all[0] == all[1], "{all:?}");
+    assert_eq!(thirds.len(), 3);
+    for b in &thirds {
+        assert!(*b <= all[0] / 3 + all[0] / 10, "{thirds:?} against {all:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Spawns `firemesh ARGS` in `cwd`, its output piped.
 fn spawn(cwd: &Path, args: &[String]) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_firemesh"))

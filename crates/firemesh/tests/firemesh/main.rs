@@ -9,3 +9,4 @@ mod precision;
 mod step;
 mod world;
 mod zero;
+mod zero3;
