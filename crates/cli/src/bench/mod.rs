@@ -71,8 +71,9 @@ pub struct BenchOptions {
     /// f32. A precision a runtime's devices lack is left out with a note [default: f32].
     #[arg(long, value_delimiter = ',', value_parser = crate::options::named::<Precision>())]
     pub precision: Vec<Precision>,
-    /// ZeRO stages of firemesh's rows, measured side by side (e.g. 0,1): 1 shards the
-    /// optimizer state over the ranks (its bytes per rank are in the report) [default: 0].
+    /// ZeRO stages of firemesh's rows, measured side by side (e.g. 0,1,3): 1 shards the
+    /// optimizer state over the ranks (its bytes per rank are in the report), 3 the parameters
+    /// too [default: 0].
     #[arg(long, value_delimiter = ',')]
     pub zero: Vec<u8>,
     /// Measure firemesh only, without the peers.

@@ -70,7 +70,7 @@ pub struct Row {
     pub setup: Setup,
     /// What firemesh's products computed in (the peers: f32).
     pub precision: Precision,
-    /// firemesh's ZeRO stage: 1 shards the optimizer state (the peers: 0).
+    /// firemesh's ZeRO stage: 1 shards the optimizer state, 3 the parameters too (the peers: 0).
     pub zero: u8,
     pub ranks: usize,
     /// Images or sequences per rank and step, and their size.
@@ -102,7 +102,8 @@ pub struct Row {
     pub vs_multi_device: Option<f64>,
     /// firemesh in bf16 or f16: throughput / throughput(firemesh in f32, same N and stage).
     pub vs_f32: Option<f64>,
-    /// firemesh with ZeRO-1: throughput / throughput(firemesh at stage 0, same N and precision).
+    /// firemesh with ZeRO-1 or 3: throughput / throughput(firemesh at stage 0, same N and
+    /// precision).
     pub vs_zero0: Option<f64>,
     /// How far each ratio moved between repeats: its interquartile range over its median
     /// (`None` with fewer than 3 repeats, where no spread is known).

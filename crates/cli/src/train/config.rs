@@ -212,8 +212,9 @@ pub struct TrainOptions {
     /// elsewhere, with dynamic loss scaling) [default: f32].
     #[arg(long, value_parser = options::named::<Precision>())]
     pub precision: Option<Precision>,
-    /// ZeRO stage: 0, or 1 (each rank keeps and updates 1/N of the optimizer state; the
-    /// parameters are all-gathered after each update) [default: 0].
+    /// ZeRO stage: 0, 1 (each rank keeps and updates 1/N of the optimizer state; the
+    /// parameters are all-gathered after each update) or 3 (each rank stores 1/N of the
+    /// parameters too; each op gathers the ones it reads) [default: 0].
     #[arg(long, value_name = "STAGE")]
     pub zero: Option<u8>,
     /// f16: clean steps in a row after which the loss scale doubles [default: 2000].

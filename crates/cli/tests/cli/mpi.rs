@@ -201,6 +201,14 @@ fn two_processes_of_two_ranks_train_as_one_process_of_four() {
             10,
             8,
         ),
+        // ZeRO-3 across processes: the parameters stay sharded over the world, and each op
+        // gathers them through both levels.
+        (
+            ModelName::GptTiny,
+            "--model gpt-tiny --data text:text.txt --seq-len 16 --eval-samples 8 --zero 3",
+            256,
+            32,
+        ),
     ];
     for (i, (model, job, classes, image_size)) in jobs.into_iter().enumerate() {
         // Buckets of 10 KiB: several fill during each backward pass and cross the processes

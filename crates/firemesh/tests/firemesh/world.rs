@@ -11,7 +11,7 @@ use burn_flex::FlexDevice;
 use firemesh::backend::{shard, shard_int, stats, Mesh, MeshError, Route};
 use firemesh::optim::{AnyOptimizer, OptimizerKind};
 use firemesh::world::{ProcessLink, ThreadWorld};
-use firemesh::zero::state_bytes_per_rank;
+use firemesh::zero::{parameter_bytes_per_rank, state_bytes_per_rank};
 use firemesh::Trainer;
 use firemesh_gpt::{Gpt, GptConfig};
 use firemesh_resnet::{ResNet, ResNetConfig};
@@ -215,19 +215,22 @@ fn early_buckets_cross_the_processes_beside_the_steps_own_sums_bit_for_bit() {
     );
 }
 
-/// `STEPS` AdamW steps of the tiny ResNet with ZeRO-1: the losses, the final parameters and
-/// the AdamW state each rank holds.
-fn train_resnet_zero1(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Run, Vec<usize>) {
+/// `STEPS` AdamW steps of the tiny ResNet with ZeRO `stage`: the losses, the final parameters
+/// and the AdamW state each rank holds.
+fn train_resnet_zero(stage: u8, mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Run, Vec<usize>) {
     type Adam = AnyOptimizer<ResNet<Ad>, Ad>;
     let config = ResNetConfig::tiny(10);
     let model: ResNet<Ad> = load(config.init(mesh).unwrap(), record, mesh);
     let optimizer = Adam::new(OptimizerKind::Adamw, 0.9, 0.01);
     let mut t = Trainer::sharded(model, optimizer, mesh, 4000)
         .with_lr(|_| 1e-4)
-        .with_zero(1)
+        .with_zero(stage)
         .unwrap();
     let losses = resnet_steps(&mut t, mesh);
-    let state = state_bytes_per_rank(t.optimizer(), t.model()).unwrap();
+    let state = match stage {
+        3 => parameter_bytes_per_rank(t.model()),
+        _ => state_bytes_per_rank(t.optimizer(), t.model()).unwrap(),
+    };
     ((losses, params(t.model())), state)
 }
 
@@ -238,9 +241,9 @@ fn train_resnet_zero1(mesh: &Mesh<FlexDevice>, record: &[u8]) -> (Run, Vec<usize
 fn zero1_across_two_processes_trains_as_one_process_of_four_with_a_quarter_of_the_state() {
     let resnet = Arc::new(record_of(ResNetConfig::tiny(10).init(&FlexDevice).unwrap()));
     let four = Mesh::replicate(FlexDevice, 4).unwrap();
-    let (want, whole_state) = train_resnet_zero1(&four, &resnet);
+    let (want, whole_state) = train_resnet_zero(1, &four, &resnet);
     let r = resnet.clone();
-    let world = in_world(2, 2, move |mesh| train_resnet_zero1(&mesh, &r));
+    let world = in_world(2, 2, move |mesh| train_resnet_zero(1, &mesh, &r));
     let runs: Vec<_> = world.iter().map(|(run, _)| run.clone()).collect();
     check("tiny ResNet, ZeRO-1", &want, &runs);
     let whole: usize = whole_state.iter().sum();
@@ -254,6 +257,29 @@ fn zero1_across_two_processes_trains_as_one_process_of_four_with_a_quarter_of_th
             );
         }
     }
+}
+
+/// ZeRO-3 across processes: 2 processes x 2 ranks end where 1 x 4 ends (within 1e-6), the
+/// parameters gathered across the two levels as ZeRO-1's are, and each rank stores about a
+/// quarter of the parameters, as on 1 x 4.
+#[test]
+fn zero3_across_two_processes_trains_as_one_process_of_four() {
+    let resnet = Arc::new(record_of(ResNetConfig::tiny(10).init(&FlexDevice).unwrap()));
+    let four = Mesh::replicate(FlexDevice, 4).unwrap();
+    let (want, four_stores) = train_resnet_zero(3, &four, &resnet);
+    let r = resnet.clone();
+    let world = in_world(2, 2, move |mesh| train_resnet_zero(3, &mesh, &r));
+    let runs: Vec<_> = world.iter().map(|(run, _)| run.clone()).collect();
+    check("tiny ResNet, ZeRO-3", &want, &runs);
+    let whole: usize = want.1.iter().map(|p| 4 * p.len()).sum();
+    let mut stores: Vec<usize> = world.iter().flat_map(|(_, b)| b.clone()).collect();
+    println!("parameter bytes per rank: {stores:?} (1 x 4: {four_stores:?}; whole {whole})");
+    assert!(stores.iter().all(|b| *b <= whole / 4 / 4 * 5), "{stores:?}");
+    // The world's four ranks store the blocks 1 x 4's do.
+    let mut four_stores = four_stores;
+    stores.sort_unstable();
+    four_stores.sort_unstable();
+    assert_eq!(stores, four_stores);
 }
 
 #[test]
