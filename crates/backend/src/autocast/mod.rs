@@ -44,6 +44,7 @@ use crate::runtime::armed;
 use crate::tensor::ShardedTensor;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 type F<B> = ShardedTensor<B, FloatKind>;
 
@@ -74,6 +75,15 @@ pub(crate) fn wanted<B: Backend>(lead: &F<B>) -> Option<FloatDType> {
     let low = lead.mesh().autocast_precision()?;
     let narrower = matches!(low, FloatDType::F16 | FloatDType::BF16);
     (narrower && lead.dtype() == DType::F32).then_some(low)
+}
+
+impl<D> Autocasting<D> {
+    /// The narrow copies of parameters this precision holds for their readers: one per
+    /// parameter (or view of one) cast since it was armed and still alive; a copy goes once no
+    /// tensor of its parameter is left, or when this drops.
+    pub fn copies_kept(&self) -> usize {
+        self._armed.kept()
+    }
 }
 
 /// [`wanted`], for op `op` (the ops that multiply, `ops/mod.rs`).
@@ -182,11 +192,12 @@ pub(crate) fn moved<B: Backend>(t: F<B>, keeps_sharded: bool, op: impl Fn(F<B>) 
 /// Leaves `narrow` as parameter `of`'s cast to `dtype` for its clones, owned by the precision
 /// armed (until the step's scope ends).
 fn keep_for_clones<B: Backend>(of: &F<B>, narrow: F<B>, dtype: DType) {
-    let copy = of
-        .cast_for_clones()
-        .and_then(|slot| narrow.leave_as_cast(&slot, dtype));
-    if let Some(copy) = copy {
-        crate::runtime::armed::keep_while_autocast(of.mesh().key(), Box::new(copy));
+    let Some(slot) = of.cast_for_clones() else {
+        return;
+    };
+    if let Some(copy) = narrow.leave_as_cast(&slot, dtype) {
+        let owner = Arc::downgrade(&slot);
+        armed::keep_while_autocast(of.mesh().key(), owner, Box::new(copy));
     }
 }
 

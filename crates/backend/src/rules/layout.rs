@@ -14,6 +14,9 @@ use burn_backend::{Shape, Slice};
 /// moving the rows that change rank.
 pub(crate) fn reshape(m: &[Meta], new: &Shape) -> Plan {
     let p = m[0].placement;
+    if let Some(to) = unit_dims_moved(&m[0], new) {
+        return Plan::keep(m, Placement::Shard(to));
+    }
     if let Placement::Shard(d) = p {
         if local_reshapes(&m[0], new).is_none() {
             return match fitting_blocks(&m[0], new) {
@@ -52,6 +55,24 @@ fn sharded_rows(m: &Meta, new: &Shape) -> Option<(usize, usize, usize)> {
     let inner_old: usize = old[d + 1..].iter().product();
     let inner_new: usize = new[d + 1..].iter().product();
     Some((d, inner_old, inner_new))
+}
+
+/// For a reshape of the `Shard(d)` operand `m` to `new` that only adds or drops dims of size
+/// 1 (a `[C]` scale reshaped to `[1, C, 1, 1]`): the index of the sharded dim in `new`, which
+/// keeps every rank's block as it is.
+fn unit_dims_moved(m: &Meta, new: &Shape) -> Option<usize> {
+    let Placement::Shard(d) = m.placement else {
+        return None;
+    };
+    let old = &m.shape;
+    let sized = |s: &Shape| -> Vec<(usize, usize)> {
+        let dims = (0..s.num_dims()).filter(|&i| s[i] != 1);
+        dims.map(|i| (i, s[i])).collect()
+    };
+    let (from, to) = (sized(old), sized(new));
+    let same = from.len() == to.len() && from.iter().zip(&to).all(|(a, b)| a.1 == b.1);
+    let at = from.iter().position(|(i, _)| *i == d)?;
+    same.then(|| to[at].0)
 }
 
 fn exact_div(a: usize, b: usize) -> Option<usize> {
@@ -210,8 +231,15 @@ pub(crate) fn cat(m: &[Meta], dim: usize) -> Plan {
 
 /// A rank's new shape for a reshape: its own rows of the sharded dim.
 pub(crate) fn local_shape(r: &Rank, new: &Shape) -> Shape {
+    let input = &r.inputs[0];
+    let moved = unit_dims_moved(input, new).filter(|to| r.out == Placement::Shard(*to));
+    if let (Some(to), Some(blocks)) = (moved, input.blocks.as_deref()) {
+        let mut local = new.clone();
+        local[to] = blocks[r.index];
+        return local;
+    }
     match r.out {
-        Placement::Shard(_) => local_reshapes(&r.inputs[0], new)
+        Placement::Shard(_) => local_reshapes(input, new)
             .map(|mut shapes| shapes.swap_remove(r.index))
             .unwrap_or_else(|| new.clone()),
         _ => new.clone(),

@@ -34,9 +34,10 @@ struct Entry {
     alive: Weak<Kept>,
 }
 
-/// What an armed setting owns while it is in force: dropped with its [`Token`].
+/// What an armed setting owns while it is in force, each value beside the owner it serves
+/// (held weakly): dropped with its [`Token`], or once its owner is gone.
 #[derive(Default)]
-struct Kept(Mutex<Vec<Box<dyn Any + Send>>>);
+struct Kept(Mutex<Vec<(Weak<dyn Any + Send + Sync>, Box<dyn Any + Send>)>>);
 
 thread_local! {
     /// What this thread armed, innermost last.
@@ -49,6 +50,17 @@ thread_local! {
 #[must_use = "the setting ends when this is dropped"]
 pub(crate) struct Token {
     _alive: Arc<Kept>,
+}
+
+impl Token {
+    /// The values this setting owns whose owners are alive (see [`keep_while_autocast`]).
+    pub(crate) fn kept(&self) -> usize {
+        let mut kept = (self._alive.0)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.retain(|(owner, _)| owner.strong_count() > 0);
+        kept.len()
+    }
 }
 
 /// Arms `setting` on the mesh `mesh` for the calling thread.
@@ -82,21 +94,26 @@ fn innermost<T>(mesh: MeshKey, pick: impl Fn(&Entry) -> Option<T>) -> Option<T> 
 }
 
 /// Gives `value` to the precision the calling thread armed on `mesh`, to own until it ends
-/// (the step's scope, or the `Autocasting` guard). `false` (and `value` dropped) where none is
-/// armed.
-pub(crate) fn keep_while_autocast(mesh: MeshKey, value: Box<dyn Any + Send>) -> bool {
-    let owner = innermost(mesh, |e| match e.setting {
+/// (the step's scope, or the `Autocasting` guard) or until nothing holds `owner` (the tensors
+/// that could read `value`) any more, whichever comes first: a guard kept around many steps
+/// keeps no value of a step that is over. `false` (and `value` dropped) where none is armed.
+pub(crate) fn keep_while_autocast(
+    mesh: MeshKey,
+    owner: Weak<dyn Any + Send + Sync>,
+    value: Box<dyn Any + Send>,
+) -> bool {
+    let owner_of_setting = innermost(mesh, |e| match e.setting {
         Setting::Autocast(_) => e.alive.upgrade(),
         _ => None,
     });
-    let Some(owner) = owner else {
+    let Some(owner_of_setting) = owner_of_setting else {
         return false;
     };
-    owner
-        .0
+    let mut kept = (owner_of_setting.0)
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(value);
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    kept.retain(|(owner, _)| owner.strong_count() > 0);
+    kept.push((owner, value));
     true
 }
 

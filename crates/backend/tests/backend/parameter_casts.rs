@@ -102,3 +102,24 @@ fn a_view_of_a_parameter_takes_its_cast_from_the_parameters() {
     assert_eq!((a, b), want);
     assert_eq!((c.parameter_casts, c.casts_reused), (1, 1), "{c:?}");
 }
+
+/// One arming kept over many steps (a loop of one's own around `Mesh::autocast`): each step's
+/// parameters are new tensors, and the copies of the last step's go once their tensors do.
+#[test]
+fn an_arming_kept_over_steps_keeps_the_live_parameters_copies_only() {
+    let mesh = mesh(2);
+    let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
+    let armed = mesh.autocast(FloatDType::BF16);
+    let mut w = parameter(&mesh);
+    for step in 0..4 {
+        let y = x.clone().matmul(w.clone());
+        assert_eq!(armed.copies_kept(), 1, "step {step}");
+        // The update: a new tensor, marked again; the old one (and its copy) goes.
+        let updated = w.clone().sub(y.sum().mul_scalar(1e-3).unsqueeze());
+        let mut t = updated.into_primitive().tensor();
+        t.mark_parameter();
+        w = Tensor::from_primitive(TensorPrimitive::Float(t));
+    }
+    drop(w);
+    assert_eq!(armed.copies_kept(), 0);
+}
