@@ -1,68 +1,178 @@
-//! A guard against sizes that cannot fit: a rough estimate of a run's memory (parameters,
-//! gradients and optimizer state per rank, plus the activations kept for the backward pass),
-//! compared with what the machine has, so that an impossible size is a clear error and not an
-//! aborted allocation.
+//! A guard against sizes that cannot fit: an estimate of a run's memory per rank (parameters,
+//! gradients and optimizer state as the ZeRO stage shards them, plus the activations kept for
+//! the backward pass), compared with what the machine has, so that an impossible size is a
+//! clear error naming a stage that would fit, not an aborted allocation. `--dry-run` prints it.
 
 use super::config::TrainConfig;
 use crate::{Error, Result};
 use firemesh::mesh::{available_host_bytes, DeviceMesh};
+use firemesh::optim::OptimizerKind;
 use firemesh_resnet::{BlockKind, StemKind};
 use firemesh_zoo::NetConfig;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Fails when the estimate exceeds the memory available to the ranks.
+/// The estimated bytes one rank holds at the peak of a step.
+#[derive(Debug, Clone, Copy)]
+pub struct PerRank {
+    pub parameters: f64,
+    pub gradients: f64,
+    pub optimizer_state: f64,
+    pub activations: f64,
+}
+
+impl PerRank {
+    pub fn total(&self) -> f64 {
+        self.parameters + self.gradients + self.optimizer_state + self.activations
+    }
+
+    /// One line for `--dry-run`.
+    pub fn describe(&self, zero: u8) -> String {
+        format!(
+            "about {} per rank under ZeRO-{zero} (parameters {}, gradients {}, optimizer state \
+             {}, activations {})",
+            size(self.total()),
+            size(self.parameters),
+            size(self.gradients),
+            size(self.optimizer_state),
+            size(self.activations)
+        )
+    }
+}
+
+/// `bytes` in GiB, or in MiB below one GiB.
+fn size(bytes: f64) -> String {
+    match bytes >= GIB {
+        true => format!("{:.2} GiB", bytes / GIB),
+        false => format!("{:.1} MiB", bytes / (1u64 << 20) as f64),
+    }
+}
+
+/// The model's sizes, in floats: its parameters, its largest parameter tensor, and what its
+/// backward pass keeps per sample.
+struct Sizes {
+    params: f64,
+    largest: f64,
+    per_sample: f64,
+}
+
+fn sizes(config: &TrainConfig, net: &NetConfig, seq_len: Option<usize>) -> Sizes {
+    match net {
+        NetConfig::ResNet(c) => {
+            let stages = &c.blocks_per_stage;
+            let widest = (c.base_width << stages.len().saturating_sub(1)) as f64;
+            let out = widest * c.block.expansion() as f64;
+            Sizes {
+                params: resnet_params(c.num_classes, stages, c.base_width, c.block),
+                largest: (9.0 * widest * widest)
+                    .max(widest * out)
+                    .max(out * c.num_classes as f64),
+                per_sample: resnet_activations(
+                    config.image_size,
+                    c.base_width,
+                    stages,
+                    c.block,
+                    c.stem,
+                ),
+            }
+        }
+        NetConfig::Gpt(c) => {
+            let seq = seq_len.unwrap_or(c.context_length) as f64;
+            let d = c.d_model as f64;
+            let per_layer = seq * d * 20.0 + 3.0 * c.n_heads as f64 * seq * seq;
+            let logits = 3.0 * seq * c.vocab_size as f64;
+            Sizes {
+                params: c.num_params() as f64,
+                largest: (c.vocab_size as f64 * d).max(c.mlp_ratio as f64 * d * d),
+                per_sample: c.n_layers as f64 * per_layer + logits,
+            }
+        }
+    }
+}
+
+/// The estimate for one of `ranks` ranks under ZeRO `zero`: f32 parameters (1/N of them under
+/// ZeRO-3, plus the largest parameter tensor, gathered whole by the op that reads it), f32 gradients
+/// (1/N after the reduce-scatter of ZeRO-1 and 3, plus a 25 MiB bucket), the optimizer's state
+/// (AdamW two moments, SGD with momentum one; 1/N under ZeRO-1 and 3), and the activations of
+/// the rank's share of the batch.
+pub fn per_rank(
+    config: &TrainConfig,
+    net: &NetConfig,
+    ranks: usize,
+    seq_len: Option<usize>,
+    zero: u8,
+) -> PerRank {
+    let Sizes {
+        params,
+        largest,
+        per_sample,
+    } = sizes(config, net, seq_len);
+    let n = ranks.max(1) as f64;
+    let whole = 4.0 * params;
+    let moments = match config.optimizer {
+        OptimizerKind::Adamw => 2.0,
+        OptimizerKind::Sgd if config.momentum > 0.0 => 1.0,
+        OptimizerKind::Sgd => 0.0,
+    };
+    let (parameters, gradients, sharded_state) = match zero {
+        0 => (whole, whole, false),
+        1 => (whole, whole / n + config.bucket_bytes as f64, true),
+        _ => (
+            (whole / n + 4.0 * largest).min(whole),
+            whole / n + config.bucket_bytes as f64,
+            true,
+        ),
+    };
+    let state = moments * whole;
+    PerRank {
+        parameters,
+        gradients: gradients.min(whole),
+        optimizer_state: if sharded_state { state / n } else { state },
+        activations: config.batch.div_ceil(ranks.max(1)) as f64 * per_sample * 4.0,
+    }
+}
+
+/// Fails when the estimate exceeds the memory available to the ranks, naming a ZeRO stage that
+/// would fit where one would; returns the estimate.
 pub fn check(
     config: &TrainConfig,
     net: &NetConfig,
     ranks: usize,
     seq_len: Option<usize>,
     mesh: &DeviceMesh,
-) -> Result<()> {
-    let (params, per_sample) = match net {
-        NetConfig::ResNet(c) => (
-            resnet_params(c.num_classes, &c.blocks_per_stage, c.base_width, c.block),
-            resnet_activations(
-                config.image_size,
-                c.base_width,
-                &c.blocks_per_stage,
-                c.block,
-                c.stem,
-            ),
-        ),
-        NetConfig::Gpt(c) => {
-            let seq = seq_len.unwrap_or(c.context_length) as f64;
-            let per_layer = seq * c.d_model as f64 * 20.0 + 3.0 * c.n_heads as f64 * seq * seq;
-            let logits = 3.0 * seq * c.vocab_size as f64;
-            (
-                c.num_params() as f64,
-                c.n_layers as f64 * per_layer + logits,
-            )
-        }
-    };
-    // Weights, gradients and two optimizer moments per rank; activations of the samples.
-    let state = 4.0 * params * 4.0;
-    let (needed, available, what) = match mesh {
+) -> Result<PerRank> {
+    let plan = |zero| per_rank(config, net, ranks, seq_len, zero);
+    // A CPU mesh holds every rank in this process; a GPU holds its own ranks, and its size is
+    // not known here, so only sizes beyond the largest GPUs made are refused.
+    let (on_one, available, what) = match mesh {
         DeviceMesh::Cpu { .. } => (
-            ranks as f64 * state + config.batch as f64 * per_sample * 4.0,
+            ranks as f64,
             available_host_bytes(),
             "available host memory",
         ),
-        // Per GPU: its ranks' share; the GPU's size is not known here, so only sizes beyond
-        // the largest GPUs made are refused.
-        _ => (
-            state + config.batch.div_ceil(ranks) as f64 * per_sample * 4.0,
-            Some(192.0 * GIB),
-            "the memory of any GPU",
-        ),
+        _ => (1.0, Some(192.0 * GIB), "the memory of any GPU"),
     };
+    let estimate = plan(config.zero);
+    let needed = |p: PerRank| on_one * p.total();
     match available {
-        Some(available) if needed > available => Err(Error::Invalid(format!(
-            "this run needs about {:.1} GiB, more than {what} ({:.1} GiB): use a smaller --batch, --image-size or --seq-len, or a smaller model",
-            needed / GIB,
-            available / GIB
-        ))),
-        _ => Ok(()),
+        Some(available) if needed(estimate) > available => {
+            let fitting = [1u8, 3]
+                .into_iter()
+                .filter(|z| *z > config.zero)
+                .find(|z| needed(plan(*z)) <= available)
+                .map_or(String::new(), |z| {
+                    format!(
+                        "; with --zero {z} it would need about {:.1} GiB",
+                        needed(plan(z)) / GIB
+                    )
+                });
+            Err(Error::Invalid(format!(
+                "this run needs about {:.1} GiB, more than {what} ({:.1} GiB){fitting}: use a smaller --batch, --image-size or --seq-len, or a smaller model",
+                needed(estimate) / GIB,
+                available / GIB
+            )))
+        }
+        _ => Ok(estimate),
     }
 }
 

@@ -227,6 +227,10 @@ pub struct Summary {
     pub bucket_bytes: usize,
     pub gradient_collectives: usize,
     pub early_gradient_collectives: usize,
+    /// ZeRO-3: sharded parameters gathered by the ops that read them, in the last step (none
+    /// under other stages).
+    #[serde(default)]
+    pub parameter_gathers_per_step: u64,
     pub resumed_from: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub charts: Vec<PathBuf>,

@@ -53,7 +53,7 @@ pub fn run(config: &TrainConfig) -> Result<Summary> {
 
 /// The mesh `config` trains on and its sequence length (GPTs), after every check that needs no
 /// data and writes nothing: the batch against the ranks, the model's memory, the precisions.
-fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
+fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>, memory::PerRank)> {
     let mesh = DeviceMesh::discover(config.mesh, config.ranks, config.share_devices)?;
     let ranks = mesh.ranks();
     if config.batch < ranks {
@@ -70,7 +70,7 @@ fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
         config::TokenizerSpec::Gpt2(_) => 50_257,
     };
     let sizing = config.model.config(10, config.image_size, vocab)?;
-    memory::check(config, &sizing, ranks, seq_len, &mesh)?;
+    let memory = memory::check(config, &sizing, ranks, seq_len, &mesh)?;
     // Before the run folder exists: a precision a device lacks writes nothing.
     let settings = [
         (config.precision, "--precision"),
@@ -87,14 +87,14 @@ fn checked_mesh(config: &TrainConfig) -> Result<(DeviceMesh, Option<usize>)> {
         };
         checked.map_err(|e| Error::in_setting(setting, e))?;
     }
-    Ok((mesh, seq_len))
+    Ok((mesh, seq_len, memory))
 }
 
 /// What `firemesh train --dry-run` prints: the world `config` would train in, after the checks a
 /// run makes before it reads data (devices, batch, memory, precisions), writing nothing (see
 /// [`firemesh::world`]).
 pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
-    let (mesh, _) = checked_mesh(config)?;
+    let (mesh, _, memory) = checked_mesh(config)?;
     let ranks = mesh.ranks();
     let devices = match &mesh {
         DeviceMesh::Cuda(d) => d.iter().map(|d| format!("cuda:{}", d.index)).collect(),
@@ -141,7 +141,8 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
          \x20 devices of this process: {}\n\
          \x20 batch: {} samples a step, {per_rank:.1} per rank\n\
          \x20 transport in the process: {in_process}\n\
-         \x20 transport across processes: {across}",
+         \x20 transport across processes: {across}\n\
+         \x20 memory (estimate): {}",
         config.model,
         mesh.describe(),
         world.launcher,
@@ -149,6 +150,7 @@ pub fn plan(config: &TrainConfig, world: &World) -> Result<String> {
         world.process,
         devices.join(", "),
         config.batch,
+        memory.describe(config.zero),
     ))
 }
 
@@ -162,7 +164,7 @@ pub fn run_with(
     stop: &Stop,
     processes: &Processes,
 ) -> Result<Summary> {
-    let (mesh, seq_len) = checked_mesh(config)?;
+    let (mesh, seq_len, _) = checked_mesh(config)?;
     across::check_world(config, &mesh, processes)?;
     let job = prepare(config, &mesh, seq_len, stop, processes)?;
     train_on_mesh(&mesh, runtime, job)

@@ -46,6 +46,8 @@ pub struct Tally {
     /// The last step's gradient collectives, and of them the early buckets'.
     pub gradient_collectives: usize,
     pub early_gradient_collectives: usize,
+    /// The last step's gathers of sharded parameters by the ops that read them (ZeRO-3).
+    pub parameter_gathers: u64,
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
     /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
@@ -73,6 +75,7 @@ impl Tally {
         ];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;
+        self.parameter_gathers = counts.parameter_gathers;
         self.fallbacks += counts.total_fallbacks();
         self.products_in_f32 = counts
             .products_in_f32

@@ -280,6 +280,7 @@ fn summarize<B: Backend>(
         bucket_bytes: c.bucket_bytes,
         gradient_collectives: tally.gradient_collectives,
         early_gradient_collectives: tally.early_gradient_collectives,
+        parameter_gathers_per_step: tally.parameter_gathers,
         resumed_from: watch.checkpoints.resumed_from,
         last_checkpoint: watch.checkpoints.last,
         charts,

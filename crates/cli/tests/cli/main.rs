@@ -6,6 +6,7 @@ mod bench;
 mod common;
 mod deploy;
 mod gpu_check;
+mod memory_plan;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod readme;

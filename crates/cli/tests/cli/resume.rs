@@ -557,6 +557,9 @@ fn zero3_and_zero0_checkpoints_resume_each_other_bit_identical() {
         (three["zero"].as_u64(), three["ranks"].as_u64()),
         (Some(3), Some(3))
     );
+    let gathers = |s: &serde_json::Value| s["parameter_gathers_per_step"].as_u64().unwrap();
+    assert!(gathers(&three) > 0, "{three}");
+    assert_eq!(gathers(&whole), 0, "{whole}");
     let loss = |s: &serde_json::Value| s["last_loss"].as_f64().unwrap();
     assert!(
         (loss(&three) - loss(&whole)).abs() < 1e-4,
