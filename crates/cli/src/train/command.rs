@@ -140,6 +140,18 @@ fn print_summary(s: &Summary) {
          (buckets of {bucket})",
         s.gradient_collectives, s.early_gradient_collectives,
     );
+    if s.parameter_gathers_per_step > 0 {
+        println!(
+            "  ZeRO-3: parameters gathered {} time(s) per step by the ops that read them; each \
+             rank stores {} parameter bytes",
+            s.parameter_gathers_per_step,
+            s.parameter_bytes_per_rank
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        );
+    }
     println!(
         "  metrics, summary, charts and checkpoints: {}",
         s.run_dir.display()
