@@ -3,6 +3,7 @@
 mod alloc;
 mod casts;
 mod features;
+mod memory;
 mod mesh;
 mod named;
 mod precision;
