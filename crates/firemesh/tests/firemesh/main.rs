@@ -7,6 +7,7 @@ mod memory;
 mod mesh;
 mod named;
 mod precision;
+mod spy;
 mod step;
 mod world;
 mod zero;

@@ -3,60 +3,17 @@
 //! Under ZeRO-3 the three together are within 10% of their total over N, plus the largest
 //! parameter (which the op that reads it gathers whole).
 
+use crate::spy::Spy;
 use crate::step::{images, labels, same_model, step_loss, Ad};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
 use burn::tensor::{Int, Tensor, TensorData};
-use burn_flex::{Flex, FlexDevice};
-use firemesh::backend::{shard, shard_int, Mesh, Sharded};
+use burn_flex::FlexDevice;
+use firemesh::backend::{shard, shard_int, Mesh};
 use firemesh::optim::{AnyOptimizer, OptimizerKind};
 use firemesh::zero::{parameter_bytes_per_rank, state_bytes_per_rank};
 use firemesh::Trainer;
 use firemesh_gpt::GptConfig;
 use firemesh_resnet::ResNetConfig;
-
-/// AdamW, with a look at the gradients each update meets: their bytes on each rank.
-#[derive(Clone)]
-struct Spy<M: AutodiffModule<Ad>> {
-    inner: AnyOptimizer<M, Ad>,
-    gradient_bytes: Vec<usize>,
-}
-
-impl<M: AutodiffModule<Ad>> Optimizer<M, Ad> for Spy<M> {
-    type Record = <AnyOptimizer<M, Ad> as Optimizer<M, Ad>>::Record;
-
-    fn step(&mut self, lr: LearningRate, model: M, grads: GradientsParams) -> M {
-        struct Look<'a>(&'a GradientsParams, Vec<usize>);
-        impl ModuleVisitor<Ad> for Look<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad, D>>) {
-                if let Some(g) = self.0.get::<Sharded<Flex>, D>(param.id) {
-                    let bytes = g.into_primitive().tensor().bytes_per_rank();
-                    self.1.resize(bytes.len(), 0);
-                    self.1.iter_mut().zip(bytes).for_each(|(t, b)| *t += b);
-                }
-            }
-        }
-        let mut look = Look(&grads, Vec::new());
-        model.visit(&mut look);
-        self.gradient_bytes = look.1;
-        self.inner.step(lr, model, grads)
-    }
-
-    fn step_multi(&mut self, lr: LearningRate, model: M, grads: MultiGradientsParams) -> M {
-        self.inner.step_multi(lr, model, grads)
-    }
-
-    fn to_record(&self) -> Self::Record {
-        self.inner.to_record()
-    }
-
-    fn load_record(self, record: Self::Record) -> Self {
-        Self {
-            inner: self.inner.load_record(record),
-            ..self
-        }
-    }
-}
 
 /// Per rank: parameter, gradient and optimizer-state bytes after one step of `model`.
 fn bytes_after_a_step<M: AutodiffModule<Ad>>(
@@ -65,16 +22,17 @@ fn bytes_after_a_step<M: AutodiffModule<Ad>>(
     zero: u8,
     loss: impl Fn(&M) -> Tensor<Ad, 1>,
 ) -> [Vec<usize>; 3] {
-    let spy = Spy {
-        inner: AnyOptimizer::new(OptimizerKind::Adamw, 0.9, 0.01),
-        gradient_bytes: Vec::new(),
-    };
+    let spy = Spy::new(AnyOptimizer::new(OptimizerKind::Adamw, 0.9, 0.01));
     let mut t = Trainer::sharded(model, spy, mesh, 3000)
         .with_zero(zero)
         .unwrap();
     t.step(|m| Ok(loss(m))).unwrap();
     let state = state_bytes_per_rank(&t.optimizer().inner, t.model()).unwrap();
-    let gradients = t.optimizer().gradient_bytes.clone();
+    let met = t.optimizer().met.last().unwrap();
+    let mut gradients = vec![0; mesh.len()];
+    for (_, bytes) in met.iter().filter_map(|m| m.gradient.as_ref()) {
+        gradients.iter_mut().zip(bytes).for_each(|(t, b)| *t += b);
+    }
     [parameter_bytes_per_rank(t.model()), gradients, state]
 }
 

@@ -1,14 +1,12 @@
 //! ZeRO-1 (`Trainer::with_zero(1)`): the same training as the replicated optimizer, each rank
 //! holding 1/N of AdamW's state; the parameters gathered in buckets after each update.
 
+use crate::spy::{Met, Spy};
 use crate::step::{images, labels, largest_difference, same_model, step_loss, Ad};
-use burn::module::{ModuleVisitor, Param};
-use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
-use burn::tensor::Tensor;
-use burn_flex::{Flex, FlexDevice};
-use firemesh::backend::{placement, shard, shard_int, Mesh, Placement, Sharded};
+use burn_flex::FlexDevice;
+use firemesh::backend::{shard, shard_int, Mesh, Placement};
 use firemesh::optim::{AnyOptimizer, OptimizerKind};
-use firemesh::zero::{blocks, state_bytes_per_rank};
+use firemesh::zero::state_bytes_per_rank;
 use firemesh::{Precision, StepReport, Trainer};
 use firemesh_resnet::{ResNet, ResNetConfig};
 
@@ -121,64 +119,6 @@ fn zero1_trains_as_the_replicated_optimizer_with_a_third_of_the_state() {
     }
 }
 
-/// The optimizer the `Trainer` drives, with a look at what each update meets: every
-/// parameter's placement, its gradient's, and the parameter's bytes on each rank.
-#[derive(Clone)]
-struct Spy {
-    inner: Adam,
-    met: Vec<Vec<(Placement, Option<Placement>, Vec<usize>)>>,
-}
-
-impl Optimizer<ResNet<Ad>, Ad> for Spy {
-    type Record = <Adam as Optimizer<ResNet<Ad>, Ad>>::Record;
-
-    fn step(&mut self, lr: LearningRate, model: ResNet<Ad>, grads: GradientsParams) -> ResNet<Ad> {
-        struct Look<'a>(
-            &'a GradientsParams,
-            Vec<(Placement, Option<Placement>, Vec<usize>)>,
-        );
-        impl ModuleVisitor<Ad> for Look<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Ad, D>>) {
-                let grad = self.0.get::<Sharded<Flex>, D>(param.id);
-                let value = param.val().inner();
-                let bytes = value.clone().into_primitive().tensor().bytes_per_rank();
-                // A gradient in other blocks than its parameter's would gather it again.
-                if let Some(g) = &grad {
-                    if placement(&value) == Placement::Shard(0) {
-                        assert_eq!(blocks(g), blocks(&value));
-                    }
-                }
-                self.1
-                    .push((placement(&value), grad.map(|g| placement(&g)), bytes));
-            }
-        }
-        let mut look = Look(&grads, Vec::new());
-        burn::module::Module::visit(&model, &mut look);
-        self.met.push(look.1);
-        self.inner.step(lr, model, grads)
-    }
-
-    fn step_multi(
-        &mut self,
-        lr: LearningRate,
-        model: ResNet<Ad>,
-        grads: MultiGradientsParams,
-    ) -> ResNet<Ad> {
-        self.inner.step_multi(lr, model, grads)
-    }
-
-    fn to_record(&self) -> Self::Record {
-        self.inner.to_record()
-    }
-
-    fn load_record(self, record: Self::Record) -> Self {
-        Self {
-            inner: self.inner.load_record(record),
-            ..self
-        }
-    }
-}
-
 /// Under ZeRO-1 the optimizer's update (weight decay included: AdamW decays, and SGD adds to
 /// the gradient, the whole parameter it is given) meets each parameter as its rank's
 /// `Shard(0)` block, the block of its gradient: a third of the parameters' bytes per rank on 3
@@ -190,10 +130,7 @@ fn zero1_updates_and_decays_only_each_ranks_block() {
     let (_, model) = same_model(&ResNetConfig::tiny(10), &mesh);
     for kind in [OptimizerKind::Adamw, OptimizerKind::Sgd] {
         let spy = |zero| {
-            let spy = Spy {
-                inner: Adam::new(kind, 0.9, 0.05),
-                met: Vec::new(),
-            };
+            let spy = Spy::new(Adam::new(kind, 0.9, 0.05));
             Trainer::sharded(model.clone(), spy, &mesh, BUCKET)
                 .with_lr(|_| 1e-2)
                 .with_zero(zero)
@@ -224,10 +161,10 @@ fn zero1_updates_and_decays_only_each_ranks_block() {
         assert!(worst <= 1e-6, "{kind:?}: parameters {worst} apart");
         // The parameters the update changes: those with a gradient (BatchNorm's running
         // statistics have none).
-        let per_rank = |met: &[(Placement, Option<Placement>, Vec<usize>)]| {
-            let trained = met.iter().filter(|(_, g, _)| g.is_some());
+        let per_rank = |met: &[Met]| {
+            let trained = met.iter().filter(|m| m.gradient.is_some());
             (0..3)
-                .map(|r| trained.clone().map(|(_, _, b)| b[r]).sum::<usize>())
+                .map(|r| trained.clone().map(|m| m.bytes[r]).sum::<usize>())
                 .collect::<Vec<_>>()
         };
         for (step, (whole, sliced)) in full
@@ -237,13 +174,14 @@ fn zero1_updates_and_decays_only_each_ranks_block() {
             .zip(&sharded.optimizer().met)
             .enumerate()
         {
-            assert!(whole.iter().all(|(p, _, _)| *p == Placement::Replicated));
+            assert!(whole.iter().all(|m| m.placement == Placement::Replicated));
             assert_eq!(whole.len(), sliced.len());
-            let trained = sliced.iter().filter(|(_, g, _)| g.is_some());
+            let trained = sliced.iter().filter(|m| m.gradient.is_some());
             assert!(trained.clone().count() > 0);
-            for (param, grad, _) in trained {
-                assert_eq!(*grad, Some(Placement::Shard(0)), "{kind:?} step {step}");
-                assert_eq!(*param, Placement::Shard(0), "{kind:?} step {step}");
+            for m in trained {
+                let grad = m.gradient.as_ref().map(|(p, _)| *p);
+                assert_eq!(grad, Some(Placement::Shard(0)), "{kind:?} step {step}");
+                assert_eq!(m.placement, Placement::Shard(0), "{kind:?} step {step}");
             }
             let (whole, sliced) = (per_rank(whole), per_rank(sliced));
             println!("{kind:?} step {step}: the update met {sliced:?} bytes per rank, {whole:?} without ZeRO");
