@@ -7,7 +7,6 @@ use crate::mesh::Mesh;
 use crate::part::Part;
 use crate::pending::Pending;
 use crate::placement::Placement;
-use crate::runtime::armed;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -119,20 +118,6 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     pub(crate) fn with_known_sum(mut self) -> Self {
         self.use_known_sum();
         self
-    }
-
-    /// The tensor as an op's rule should see it: [`ShardedTensor::with_known_sum`], and, where
-    /// `gather` (the op needs its operands whole: every op but a cast) and the calling thread
-    /// armed it on the mesh (ZeRO-3, `StepScope::set_gather_parameters`), a sharded parameter
-    /// gathered whole into a copy of the op's own.
-    pub(crate) fn settled(self, gather: bool) -> Self {
-        let t = self.with_known_sum();
-        let sharded_parameter = t.is_parameter() && t.placement() != Placement::Replicated;
-        if !(gather && sharded_parameter && armed::gathers_parameters(t.mesh.key())) {
-            return t;
-        }
-        crate::stats::parameter_gathered();
-        crate::redistribute::apply_want(t, &crate::rules::Want::Replicated)
     }
 
     /// As [`ShardedTensor::with_known_sum`], in place: nothing moves unless a sum is known.

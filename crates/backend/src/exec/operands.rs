@@ -5,8 +5,10 @@
 use crate::kind::Kind;
 use crate::mesh::Mesh;
 use crate::part::Part;
+use crate::placement::Placement;
 use crate::redistribute::apply_want;
 use crate::rules::{Meta, Want};
+use crate::runtime::armed;
 use crate::tensor::ShardedTensor;
 use crate::Sharded;
 use burn_backend::quantization::QuantizationParametersPrimitive;
@@ -22,7 +24,7 @@ pub(crate) trait Operand<B: Backend>: Sized {
     fn mesh(&self) -> Option<&Mesh<B::Device>>;
     /// Its tensors as the rule should see them: a `Partial` tensor whose sum a clone has
     /// computed replaced by that sum, and (`gather`) a sharded parameter of a fully sharded
-    /// model gathered whole where the step armed it (`ShardedTensor::settled`).
+    /// model gathered whole where the step armed it (the tensor's own `settled` below).
     fn settled(self, _gather: bool) -> Self {
         self
     }
@@ -45,8 +47,18 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
     fn mesh(&self) -> Option<&Mesh<B::Device>> {
         Some(&self.mesh)
     }
+    /// [`ShardedTensor::with_known_sum`], and, where `gather` (the op needs its operands whole:
+    /// every op but a cast or a dim-moving layout op) and the calling thread armed it on the mesh
+    /// (ZeRO-3, `StepScope::set_gather_parameters`), a sharded parameter gathered whole into a
+    /// copy of the op's own.
     fn settled(self, gather: bool) -> Self {
-        ShardedTensor::settled(self, gather)
+        let t = self.with_known_sum();
+        let sharded_parameter = t.is_parameter() && t.placement() != Placement::Replicated;
+        if !(gather && sharded_parameter && armed::gathers_parameters(t.mesh.key())) {
+            return t;
+        }
+        crate::stats::parameter_gathered();
+        apply_want(t, &Want::Replicated)
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         out.push(Meta::of(self));
