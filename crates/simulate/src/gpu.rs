@@ -14,6 +14,9 @@ pub struct Gpu {
     pub about: &'static str,
     pub link: &'static str,
     pub host: &'static str,
+    /// Its memory as the board's name gives it, in GB (10^9 bytes; what a process can
+    /// allocate is a little less).
+    pub memory_gb: f64,
 }
 
 /// The presets. Links: see [`crate::LINK_PRESETS`].
@@ -23,24 +26,28 @@ pub const GPUS: &[Gpu] = &[
         about: "V100 16GB SXM2 (DGX-1)",
         link: "nvlink2",
         host: "pcie3",
+        memory_gb: 16.0,
     },
     Gpu {
         name: "a100",
         about: "A100 80GB SXM4 (DGX A100)",
         link: "nvlink3",
         host: "pcie4",
+        memory_gb: 80.0,
     },
     Gpu {
         name: "h100",
         about: "H100 80GB SXM5 (DGX H100)",
         link: "nvlink4",
         host: "pcie5",
+        memory_gb: 80.0,
     },
     Gpu {
         name: "h200",
         about: "H200 141GB SXM (HGX H200)",
         link: "nvlink4",
         host: "pcie5",
+        memory_gb: 141.0,
     },
 ];
 
@@ -157,6 +164,9 @@ mod tests {
     fn presets_name_their_link_and_figures() {
         for g in GPUS {
             assert!(Link::preset(g.link).is_ok(), "{}", g.name);
+            // The memory is the one the board's name gives.
+            let named = format!("{}GB", g.memory_gb);
+            assert!(g.about.contains(&named), "{}: {named}", g.about);
         }
         let a100 = Gpu::preset("A100").unwrap();
         assert_eq!(a100.link, "nvlink3");

@@ -34,6 +34,7 @@
 
 pub mod gpu;
 mod link;
+pub mod memory;
 mod predict;
 mod profile;
 pub mod straggler;
@@ -41,8 +42,11 @@ pub mod validate;
 mod workload;
 
 pub use gpu::{Gpu, Published, GPUS, RESNET50};
-pub use link::{all_reduce_seconds, Hw, Levels, Link, Topology, BUS_SHARE, LINK_PRESETS};
-pub use predict::{predict, sweep, HostModel, Prediction, Scenario, Schedule};
+pub use link::{
+    all_gather_seconds, all_reduce_seconds, Hw, Levels, Link, Topology, BUS_SHARE, LINK_PRESETS,
+};
+pub use memory::{model_state, ModelState, StateShape};
+pub use predict::{predict, sweep, HostModel, Prediction, Scenario, Schedule, Sharding};
 pub use profile::{Layer, StepProfile};
 pub use workload::{gpt, resnet, LayerShape, Workload};
 

@@ -303,6 +303,14 @@ pub fn all_reduce_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
     }
 }
 
+/// A reduce-scatter or an all-gather of a buffer of `bytes` (each rank ends with, or starts
+/// from, 1/N of it): NCCL's ring runs each as one half of its all-reduce, (N - 1) steps moving
+/// (N - 1) / N of the buffer, so half of [`all_reduce_seconds`], latencies included (an
+/// approximation: NCCL pays one base latency per collective, counted here as half of one).
+pub fn all_gather_seconds(topology: &Topology, n: usize, bytes: f64) -> f64 {
+    all_reduce_seconds(topology, n, bytes) / 2.0
+}
+
 /// One ring through every rank (NCCL's ring: 2 (n - 1) steps, 2 (nodes - 1) of them across the
 /// network), its bandwidth the smaller of the node's links and the node's network ports
 /// together.

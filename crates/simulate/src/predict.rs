@@ -1,7 +1,7 @@
 //! A step on N ranks: compute timeline, bucket schedule, communication stream, stragglers and
 //! the host.
 
-use crate::link::{all_reduce_seconds, Topology};
+use crate::link::{all_gather_seconds, all_reduce_seconds, Topology};
 use crate::profile::StepProfile;
 use crate::straggler;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,35 @@ impl HostModel {
     }
 }
 
+/// How the model's state is split over the ranks: ZeRO's stages.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sharding {
+    /// 0: replicated (gradients all-reduced); 1: optimizer state sharded (gradients
+    /// reduce-scattered in their buckets, the updated f32 parameters all-gathered after the
+    /// optimizer, bucket by bucket); 3: parameters too (each layer's gathered before its
+    /// forward and again before its backward, gradients reduce-scattered).
+    pub stage: u8,
+    /// ZeRO-3: gathers issued ahead of use, while the layers before them compute: the next
+    /// layer's, and more until this many bytes are gathered ahead (as DeepSpeed's prefetch
+    /// bucket); `None`: each when its layer is reached (as firemesh gathers today).
+    pub prefetch: Option<u64>,
+    /// Bytes of a gradient element in the profile's `grad_bytes` (4 for f32).
+    pub grad_element_bytes: u64,
+    /// Bytes of a parameter element as ZeRO-3 gathers it: the compute dtype's (2 for bf16).
+    pub gather_element_bytes: u64,
+}
+
+impl Default for Sharding {
+    fn default() -> Self {
+        Self {
+            stage: 0,
+            prefetch: None,
+            grad_element_bytes: 4,
+            gather_element_bytes: 4,
+        }
+    }
+}
+
 /// Everything but the profile and the rank count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
@@ -50,12 +79,17 @@ pub struct Scenario {
     /// turn): their compute, the sums and the host's issue time add up, nothing overlaps.
     #[serde(default)]
     pub serial: bool,
+    #[serde(default)]
+    pub sharding: Sharding,
 }
 
 /// The simulated step on N ranks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     pub ranks: usize,
+    /// The ZeRO stage simulated.
+    #[serde(default)]
+    pub stage: u8,
     pub step_s: f64,
     /// One device's forward, backward and optimizer (the profile).
     pub compute_s: f64,
@@ -63,13 +97,19 @@ pub struct Prediction {
     pub straggler_s: f64,
     /// Summed time of the gradient collectives.
     pub gradient_comm_s: f64,
-    /// The part of it the step waits for (not behind the backward pass).
+    /// Summed time of the parameter gathers (ZeRO-1 after the update, ZeRO-3 before each
+    /// layer's forward and backward).
+    #[serde(default)]
+    pub parameter_comm_s: f64,
+    /// The time the device waits for communication (neither behind compute nor overlapped).
     pub exposed_comm_s: f64,
     /// Blocking sums (BatchNorm statistics): always on the critical path.
     pub blocking_s: f64,
     /// The host's time to issue the step's ops (the step takes at least this).
     pub host_s: f64,
     pub gradient_collectives: usize,
+    #[serde(default)]
+    pub parameter_collectives: usize,
     pub blocking_collectives: usize,
     /// Samples per second over all ranks.
     pub throughput: f64,
@@ -78,83 +118,211 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// The share of the gradient communication hidden behind compute.
+    /// The share of the communication hidden behind compute.
     pub fn hidden_fraction(&self) -> f64 {
-        if self.gradient_comm_s > 0.0 {
-            1.0 - self.exposed_comm_s / self.gradient_comm_s
+        let comm = self.gradient_comm_s + self.parameter_comm_s;
+        if comm > 0.0 {
+            1.0 - self.exposed_comm_s / comm
         } else {
             1.0
         }
     }
 }
 
+/// One communication stream: collectives run one after another in the order they are issued.
+#[derive(Default)]
+struct CommStream {
+    free: f64,
+    gradient_s: f64,
+    parameter_s: f64,
+    gradient_ops: usize,
+    parameter_ops: usize,
+}
+
+impl CommStream {
+    /// Queues a collective of `seconds` issued at `at`; returns when it ends.
+    fn queue(&mut self, at: f64, seconds: f64, parameters: bool) -> f64 {
+        let start = self.free.max(at);
+        self.free = start + seconds;
+        match parameters {
+            true => (self.parameter_s += seconds, self.parameter_ops += 1),
+            false => (self.gradient_s += seconds, self.gradient_ops += 1),
+        };
+        self.free
+    }
+}
+
+/// One layer of a pass: its compute seconds, and the seconds and bytes of the gather it waits
+/// for (0: none).
+#[derive(Clone, Copy)]
+struct Step {
+    compute_s: f64,
+    gather_s: f64,
+    gather_bytes: f64,
+}
+
+/// One pass over `layers` starting at `t`: gathers issued when their layer is reached or, with
+/// `prefetch`, ahead (at the start of a layer: the next layer's, and the following ones' until
+/// `prefetch` bytes are gathered ahead). `done` runs after each layer with its end. Returns the
+/// pass's end.
+fn pass(
+    mut t: f64,
+    layers: &[Step],
+    prefetch: Option<u64>,
+    comm: &mut CommStream,
+    mut done: impl FnMut(usize, f64, &mut CommStream),
+) -> f64 {
+    let mut gathered = vec![None; layers.len()];
+    let mut next = 0; // the first layer whose gather is not issued yet
+    for i in 0..layers.len() {
+        while next <= i {
+            gathered[next] = issue(&layers[next], t, comm);
+            next += 1;
+        }
+        let start = gathered[i].map_or(t, |end: f64| t.max(end));
+        if let Some(cap) = prefetch {
+            let ahead =
+                |next: usize| -> f64 { layers[i + 1..next].iter().map(|l| l.gather_bytes).sum() };
+            while next < layers.len() && (next == i + 1 || ahead(next) < cap as f64) {
+                gathered[next] = issue(&layers[next], start, comm);
+                next += 1;
+            }
+        }
+        t = start + layers[i].compute_s;
+        done(i, t, comm);
+    }
+    t
+}
+
+/// Queues a layer's gather (none for a layer without parameters) at `at`; when it ends.
+fn issue(layer: &Step, at: f64, comm: &mut CommStream) -> Option<f64> {
+    (layer.gather_bytes > 0.0).then(|| comm.queue(at, layer.gather_s, true))
+}
+
 /// Predicts one step on `ranks` ranks.
 pub fn predict(profile: &StepProfile, scenario: &Scenario, ranks: usize) -> Prediction {
     let n = ranks.max(1);
     let topo = &scenario.topology;
+    let z = scenario.sharding;
+    let stage = if n > 1 { z.stage } else { 0 };
     let slow = straggler::slowest_of(n, 1.0, scenario.straggler_cv);
     let blocking_collectives = if n > 1 { profile.blocking_sums } else { 0 };
     let blocking_s =
         blocking_collectives as f64 * all_reduce_seconds(topo, n, profile.blocking_sum_bytes);
+    let gradient_seconds = |bytes: f64| match stage {
+        0 => all_reduce_seconds(topo, n, bytes),
+        _ => all_gather_seconds(topo, n, bytes),
+    };
+    // A layer's parameters as gathered: its gradients' elements in the gather's dtype.
+    let elements = |l: &crate::profile::Layer| {
+        l.grad_bytes.iter().sum::<u64>() as f64 / z.grad_element_bytes.max(1) as f64
+    };
+    let step = |l: &crate::profile::Layer, compute_s: f64| {
+        let gather_bytes = match stage {
+            3 => elements(l) * z.gather_element_bytes as f64,
+            _ => 0.0,
+        };
+        Step {
+            compute_s,
+            gather_s: all_gather_seconds(topo, n, gather_bytes),
+            gather_bytes,
+        }
+    };
+    let mut comm = CommStream::default();
 
-    // Compute timeline of the slowest rank; the blocking sums delay everything after them
-    // (counted up front: they sit in the forward and backward passes).
-    let mut t = profile.forward_s * slow + blocking_s;
+    // The forward pass (layers in forward order, each its share of the forward time by its
+    // backward time); the blocking sums delay everything after them (counted up front: they
+    // sit in the forward and backward passes).
+    let backward_total = profile.backward_s();
+    let forward_share = |l: &crate::profile::Layer| match backward_total > 0.0 {
+        true => profile.forward_s * l.backward_s / backward_total,
+        false => profile.forward_s / profile.layers.len().max(1) as f64,
+    };
+    let forward: Vec<Step> = (profile.layers.iter().rev())
+        .map(|l| step(l, forward_share(l) * slow))
+        .collect();
+    let forward_end = pass(blocking_s, &forward, z.prefetch, &mut comm, |_, _, _| {});
+
+    // The backward pass: a bucket of gradients is ready when the layer that wrote its last
+    // byte has finished its backward.
+    let backward: Vec<Step> = (profile.layers.iter())
+        .map(|l| step(l, l.backward_s * slow))
+        .collect();
     let mut ready = Vec::new(); // (bytes, time the bucket is complete)
     let mut filled = 0u64;
-    for layer in &profile.layers {
-        t += layer.backward_s * slow;
-        for &bytes in &layer.grad_bytes {
-            match scenario.schedule {
-                Schedule::PerTensor => ready.push((bytes, t)),
-                Schedule::Buckets { bytes: cap } => {
-                    let cap = cap.max(1);
-                    filled += bytes;
-                    while filled >= cap {
-                        ready.push((cap, t));
-                        filled -= cap;
+    let mut queued = 0;
+    let overlap = scenario.overlap && n > 1;
+    let backward_end = pass(
+        forward_end,
+        &backward,
+        z.prefetch,
+        &mut comm,
+        |i, t, comm| {
+            for &bytes in &profile.layers[i].grad_bytes {
+                match scenario.schedule {
+                    Schedule::PerTensor => ready.push((bytes, t)),
+                    Schedule::Buckets { bytes: cap } => {
+                        let cap = cap.max(1);
+                        filled += bytes;
+                        while filled >= cap {
+                            ready.push((cap, t));
+                            filled -= cap;
+                        }
                     }
                 }
             }
-        }
-    }
-    let backward_end = t;
+            if overlap {
+                for &(bytes, at) in &ready[queued..] {
+                    comm.queue(at, gradient_seconds(bytes as f64), false);
+                }
+                queued = ready.len();
+            }
+        },
+    );
     if filled > 0 {
         ready.push((filled, backward_end));
     }
-    let (mut comm_end, mut comm_s) = (backward_end, 0.0);
+    let mut comm_end = backward_end;
     if n > 1 {
-        let mut stream = if scenario.overlap { 0.0 } else { backward_end };
-        for &(bytes, at) in &ready {
-            let d = all_reduce_seconds(topo, n, bytes as f64);
-            let start = if scenario.overlap {
-                stream.max(at)
-            } else {
-                stream
-            };
-            stream = start + d;
-            comm_s += d;
+        for &(bytes, at) in &ready[queued..] {
+            comm.queue(at.max(backward_end), gradient_seconds(bytes as f64), false);
         }
-        comm_end = stream.max(backward_end);
+        comm_end = comm.free.max(backward_end);
+    }
+    // The update: each rank updates its share under ZeRO-1 and 3; ZeRO-1 then gathers the
+    // updated f32 parameters, one collective per gradient bucket.
+    let optimizer_s = profile.optimizer_s * slow / if stage > 0 { n as f64 } else { 1.0 };
+    let mut device_s = comm_end + optimizer_s;
+    if stage == 1 {
+        for &(bytes, _) in &ready {
+            let f32_bytes = bytes as f64 / z.grad_element_bytes.max(1) as f64 * 4.0;
+            device_s = comm.queue(device_s, all_gather_seconds(topo, n, f32_bytes), true);
+        }
     }
     let host_s = profile.ops_per_step as f64 * scenario.host.op_seconds(n);
     let compute_s = profile.compute_s();
-    let (step_s, exposed) = if scenario.serial {
-        (n as f64 * compute_s + blocking_s + comm_s + host_s, comm_s)
-    } else {
-        let device_s = comm_end + profile.optimizer_s * slow;
-        (device_s.max(host_s), comm_end - backward_end)
+    let all_comm = comm.gradient_s + comm.parameter_s;
+    let busy = (profile.forward_s + backward_total) * slow + blocking_s + optimizer_s;
+    let (step_s, exposed) = match scenario.serial {
+        true => (
+            n as f64 * compute_s + blocking_s + all_comm + host_s,
+            all_comm,
+        ),
+        false => (device_s.max(host_s), (device_s - busy).max(0.0)),
     };
     Prediction {
         ranks: n,
+        stage,
         step_s,
         compute_s,
         straggler_s: compute_s * (slow - 1.0),
-        gradient_comm_s: comm_s,
+        gradient_comm_s: comm.gradient_s,
+        parameter_comm_s: comm.parameter_s,
         exposed_comm_s: exposed,
         blocking_s,
         host_s,
-        gradient_collectives: if n > 1 { ready.len() } else { 0 },
+        gradient_collectives: comm.gradient_ops,
+        parameter_collectives: comm.parameter_ops,
         blocking_collectives,
         throughput: n as f64 * profile.samples_per_rank / step_s,
         efficiency: compute_s / step_s,
@@ -205,6 +373,7 @@ mod tests {
             straggler_cv: 0.0,
             host: HostModel::default(),
             serial: false,
+            sharding: Sharding::default(),
         }
     }
 
@@ -235,6 +404,94 @@ mod tests {
         assert_eq!(cut.gradient_collectives, 2);
         assert!((cut.step_s - 5.0).abs() < 1e-9, "{cut:?}");
         assert!((cut.throughput - 20.0 / 5.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn zero_stages_by_hand() {
+        let p = toy();
+        // The slow link: an all-reduce of 100 bytes over 2 ranks takes 1 s, a reduce-scatter
+        // or an all-gather 0.5 s. Forward: 0.5 s per layer (their backward times are equal).
+        // Prefetch caps of 1 byte: the next layer only.
+        let at = |stage: u8, prefetch: Option<u64>, gather_element_bytes: u64| {
+            let mut s = scenario(Schedule::PerTensor, true);
+            s.sharding = Sharding {
+                stage,
+                prefetch,
+                grad_element_bytes: 4,
+                gather_element_bytes,
+            };
+            predict(&p, &s, 2)
+        };
+        let close = |r: &Prediction, step: f64, exposed: f64| {
+            (r.step_s - step).abs() < 1e-9 && (r.exposed_comm_s - exposed).abs() < 1e-9
+        };
+        // ZeRO-1: forward 0–1, b 1–2 (reduce-scatter 2–2.5), a 2–3 (3–3.5); then the two
+        // buckets' f32 parameters gathered 3.5–4.5.
+        let one = at(1, None, 4);
+        assert!(close(&one, 4.5, 1.5), "{one:?}");
+        assert_eq!(
+            (one.gradient_collectives, one.parameter_collectives),
+            (2, 2)
+        );
+        assert!((one.parameter_comm_s - 1.0).abs() < 1e-9);
+        // ZeRO-3 gathering at use: forward gather a 0–0.5, a 0.5–1, gather b 1–1.5, b 1.5–2;
+        // backward gather b 2–2.5, b 2.5–3.5 (reduce-scatter 3.5–4), gather a 4–4.5 (behind
+        // it on the one stream), a 4.5–5.5, reduce-scatter 5.5–6.
+        let three = at(3, None, 4);
+        assert!(close(&three, 6.0, 3.0), "{three:?}");
+        assert_eq!(three.parameter_collectives, 4);
+        assert!((three.parameter_comm_s - 2.0).abs() < 1e-9);
+        // Prefetched one layer ahead: forward a 0.5–1 (b gathered 0.5–1), b 1–1.5; backward
+        // gather b 1.5–2, b 2–3 (a gathered 2–2.5), reduce-scatter 3–3.5, a 3–4, 4–4.5.
+        let ahead = at(3, Some(1), 4);
+        assert!(close(&ahead, 4.5, 1.5), "{ahead:?}");
+        // Gathered in bf16 (half the bytes): forward 0.25–1.25, backward gather b 1.25–1.5,
+        // b 1.5–2.5, a 2.5–3.5, reduce-scatters 2.5–3 and 3.5–4: ZeRO-0's 4 s.
+        let narrow = at(3, Some(1), 2);
+        assert!(close(&narrow, 4.0, 1.0), "{narrow:?}");
+        assert!((at(0, None, 4).step_s - 4.0).abs() < 1e-9);
+        // One rank: no stage costs anything.
+        let mut s = scenario(Schedule::PerTensor, true);
+        s.sharding.stage = 3;
+        let single = predict(&p, &s, 1);
+        assert_eq!(
+            (single.step_s, single.stage, single.parameter_collectives),
+            (3.0, 0, 0)
+        );
+    }
+
+    /// A layer of no compute between two (a norm) ends a prefetch of one layer ahead; a prefetch
+    /// of a bucket of bytes reaches past it.
+    #[test]
+    fn prefetch_reaches_past_layers_without_compute() {
+        let layer = |name: &str, backward_s: f64, bytes: u64| Layer {
+            name: name.into(),
+            backward_s,
+            grad_bytes: vec![bytes],
+        };
+        let p = StepProfile {
+            layers: vec![
+                layer("x", 1.0, 100),
+                layer("norm", 0.0, 4),
+                layer("y", 1.0, 100),
+            ],
+            forward_s: 2.0,
+            ..toy()
+        };
+        let at = |cap: u64| {
+            let mut s = scenario(Schedule::PerTensor, true);
+            s.sharding.stage = 3;
+            s.sharding.prefetch = Some(cap);
+            predict(&p, &s, 2).step_s
+        };
+        // Gathers of 100 bytes take 0.5 s, of 4 bytes 0.02 s; reduce-scatters the same.
+        // One ahead: forward y 0.5–1.5, norm 1.5, x waits for its gather (issued at 1.5) until
+        // 2, 2–3; backward x 3.5–4.5, y's gather issued at the norm (4.5) behind x's
+        // reduce-scatter (4.5–5): 5–5.5, y 5.5–6.5, reduced 6.5–7.
+        assert!((at(1) - 7.0).abs() < 1e-9, "{}", at(1));
+        // 200 bytes ahead: x's gather rides with the norm's (forward ends at 2.5), y's with
+        // x's backward (ready at 3.52): x 3–4, y 4–5, reduced 5–5.5.
+        assert!((at(200) - 5.5).abs() < 1e-9, "{}", at(200));
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub fn machine(gpu: &Gpu) -> Scenario {
         straggler_cv: 0.0,
         host: HostModel::default(),
         serial: false,
+        sharding: Default::default(),
     }
 }
 
@@ -139,6 +140,7 @@ fn bucket_scenario(topology: Topology, bytes: u64) -> Scenario {
         straggler_cv: 0.0,
         host: HostModel::default(),
         serial: false,
+        sharding: Default::default(),
     }
 }
 

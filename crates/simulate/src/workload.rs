@@ -200,6 +200,11 @@ mod tests {
         assert_eq!(resnet(101, 224, 1000).unwrap().parameters(), 44_549_160);
         assert_eq!(resnet(152, 224, 1000).unwrap().parameters(), 60_192_808);
         assert_eq!(gpt(12, 768, 50257, 1024).unwrap().parameters(), 124_439_808);
+        // GPT-2 XL, as its published checkpoint counts it.
+        assert_eq!(
+            gpt(48, 1600, 50257, 1024).unwrap().parameters(),
+            1_557_611_200
+        );
     }
 
     #[test]

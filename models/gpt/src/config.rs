@@ -40,6 +40,11 @@ impl GptConfig {
         Self::new(50_257, 1024, 768, 12, 12)
     }
 
+    /// GPT-2 XL: 1.56 billion parameters (48 layers, 25 heads, width 1600, context 1024).
+    pub fn gpt2_xl() -> Self {
+        Self::new(50_257, 1024, 1600, 48, 25)
+    }
+
     /// A CPU-sized byte-level model: vocabulary 256, context 16, width 32, 2 layers, 2 heads.
     pub fn tiny() -> Self {
         Self::new(256, 16, 32, 2, 2)

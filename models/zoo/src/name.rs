@@ -23,11 +23,15 @@ pub enum ModelName {
     GptTiny,
     /// GPT-2 small: 12 layers, 12 heads, width 768, context 1024.
     Gpt2Small,
+    /// GPT-2 XL (1.5 billion parameters): 48 layers, 25 heads, width 1600, context 1024. Its
+    /// f32 parameters, gradients and AdamW state take 25 GB: for GPUs, and ZeRO-3's memory
+    /// plans (`firemesh simulate`, `firemesh train --dry-run`).
+    Gpt2Xl,
 }
 
 impl ModelName {
     pub fn is_gpt(self) -> bool {
-        matches!(self, Self::GptTiny | Self::Gpt2Small)
+        matches!(self, Self::GptTiny | Self::Gpt2Small | Self::Gpt2Xl)
     }
 
     /// The depth of a standard ResNet (18 to 152); `None` for the tiny ResNet and the GPTs.
@@ -38,7 +42,7 @@ impl ModelName {
             Self::Resnet50 => Some(50),
             Self::Resnet101 => Some(101),
             Self::Resnet152 => Some(152),
-            Self::ResnetTiny | Self::GptTiny | Self::Gpt2Small => None,
+            Self::ResnetTiny | Self::GptTiny | Self::Gpt2Small | Self::Gpt2Xl => None,
         }
     }
 
@@ -71,7 +75,7 @@ impl ModelName {
     }
 
     /// The model as published: a GPT with its own vocabulary (bytes for the tiny one, GPT-2's
-    /// 50,257 tokens for GPT-2 small).
+    /// 50,257 tokens for GPT-2 small and XL).
     pub fn net(self, classes: usize, image_size: usize) -> Result<NetConfig, ZooError> {
         let stem = StemKind::for_image_size(image_size);
         Ok(match (self, self.resnet_depth()) {
@@ -80,6 +84,7 @@ impl ModelName {
             }
             (Self::ResnetTiny, _) => NetConfig::ResNet(ResNetConfig::tiny(classes)),
             (Self::GptTiny, _) => NetConfig::Gpt(GptConfig::tiny()),
+            (Self::Gpt2Xl, _) => NetConfig::Gpt(GptConfig::gpt2_xl()),
             _ => NetConfig::Gpt(GptConfig::gpt2_small()),
         })
     }
@@ -123,6 +128,7 @@ impl ModelName {
             Self::Resnet152 => "resnet152",
             Self::GptTiny => "gpt-tiny",
             Self::Gpt2Small => "gpt2-small",
+            Self::Gpt2Xl => "gpt2-xl",
         }
     }
 }

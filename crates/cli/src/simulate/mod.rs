@@ -7,12 +7,15 @@ mod report;
 pub use measure::{measure_firemesh_step, per_op_seconds, per_op_seconds_until, FiremeshStep};
 
 use crate::options::StepOptions;
+use crate::train::memory::{self, PerRank};
 use crate::train::ModelName;
 use crate::{Error, Result};
+use firemesh::optim::OptimizerKind;
 use firemesh_simulate::{
-    Gpu, HostModel, Levels, Link, Prediction, Published, Scenario, Schedule, StepProfile, Topology,
-    Workload,
+    Gpu, HostModel, Levels, Link, Prediction, Published, Scenario, Schedule, Sharding, StepProfile,
+    Topology, Workload,
 };
+use firemesh_zoo::NetConfig;
 use std::path::PathBuf;
 
 /// The options of `firemesh simulate`.
@@ -113,6 +116,17 @@ pub struct SimulateOptions {
     /// thread, instead of in turn from one.
     #[arg(long)]
     pub rank_threads: bool,
+    /// ZeRO stages to compare, side by side: 0 (replicated), 1 (optimizer state sharded), 3
+    /// (parameters too; simulated twice: gathered when each layer is reached, as firemesh does
+    /// today, and prefetched: the next layer's gather, and more up to --bucket-mib of bytes,
+    /// issued while a layer computes). The first is the stage of the main table. Each
+    /// gets its memory per rank, checked against --gpu's memory.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub zero: Vec<u8>,
+    /// The optimizer whose state the memory per rank counts: adamw (two moments) or sgd (one
+    /// momentum buffer).
+    #[arg(long, default_value = "adamw", value_parser = crate::options::named::<OptimizerKind>())]
+    pub optimizer: OptimizerKind,
     /// Folder for simulate.json, simulate.md and the charts.
     #[arg(long, default_value = "runs/simulate")]
     pub out: PathBuf,
@@ -138,6 +152,30 @@ pub struct Simulation {
     /// (bucket bytes, step seconds) at the largest rank count.
     pub bucket_sweep: Vec<(u64, f64)>,
     pub firemesh_step: Option<FiremeshStep>,
+    /// Each ZeRO stage of --zero (ZeRO-3 as built and prefetched) at each rank count.
+    pub stages: Vec<StagePlan>,
+    /// The device memory the plans are checked against, bytes.
+    pub device_bytes: f64,
+}
+
+/// One ZeRO stage's predictions and memory per rank at each rank count.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StagePlan {
+    pub stage: u8,
+    /// ZeRO-3's gathers issued ahead of use: the next layer's, and more up to a bucket of
+    /// bytes.
+    pub prefetch: bool,
+    pub predictions: Vec<Prediction>,
+    /// Bytes one rank holds at each rank count; `None` where the model's shape is not known
+    /// (a profile file).
+    pub memory: Vec<Option<PerRank>>,
+}
+
+impl StagePlan {
+    /// Whether the plan at rank count index `i` fits `device_bytes` (unknown sizes fit).
+    pub fn fits(&self, i: usize, device_bytes: f64) -> bool {
+        self.memory[i].is_none_or(|m| m.total() <= device_bytes)
+    }
 }
 
 /// Runs `firemesh simulate`: predicts, prints the table, writes the report files.
@@ -169,7 +207,14 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
             "--ranks: give rank counts from 1 to 65536, like 1,2,4,8".into(),
         ));
     }
+    let stages = stages(&o.zero)?;
     let mut scenario = scenario_base;
+    scenario.sharding = Sharding {
+        stage: stages[0].0,
+        prefetch: None,
+        grad_element_bytes: grad_element_bytes(o),
+        gather_element_bytes: gather_element_bytes(o),
+    };
     let mut firemesh_step = None;
     if o.firemesh {
         // firemesh's host time per op, measured here as benches/results/op_host_time.md
@@ -207,7 +252,21 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
             )
         })
         .collect();
+    let device_bytes = gpu.memory_gb * 1e9;
+    let model = memory_inputs(o, &profile)?;
+    let bucket_bytes = o.sums.bucket_bytes()? as u64;
+    let stages = plan_stages(
+        o,
+        &stages,
+        &profile,
+        &scenario,
+        model.as_ref(),
+        bucket_bytes,
+    );
+    refuse_if_nothing_fits(o, &stages, device_bytes, gpu, model.as_ref())?;
     Ok(Simulation {
+        stages,
+        device_bytes,
         predictions: at(&scenario),
         no_overlap: variant(None, false),
         per_tensor: variant(Some(Schedule::PerTensor), true),
@@ -361,7 +420,112 @@ fn scenario(o: &SimulateOptions, gpu: &Gpu) -> Result<Scenario> {
         straggler_cv: o.straggler_cv,
         host: HostModel::default(),
         serial: false,
+        sharding: Default::default(),
     })
+}
+
+/// The (stage, prefetch) pairs of --zero: ZeRO-3 as built and prefetched.
+fn stages(zero: &[u8]) -> Result<Vec<(u8, bool)>> {
+    let mut out = Vec::new();
+    for &z in zero {
+        let z = firemesh::zero::stage(z)?;
+        let variants: &[bool] = if z == 3 { &[false, true] } else { &[false] };
+        for &prefetch in variants {
+            if !out.contains(&(z, prefetch)) {
+                out.push((z, prefetch));
+            }
+        }
+    }
+    match out.is_empty() {
+        true => Err(Error::Invalid("--zero: give one or more of 0, 1, 3".into())),
+        false => Ok(out),
+    }
+}
+
+/// The model and the sizes its memory per rank is estimated from: `None` for a profile file.
+fn memory_inputs(
+    o: &SimulateOptions,
+    profile: &StepProfile,
+) -> Result<Option<(NetConfig, memory::Inputs)>> {
+    if o.profile.is_some() {
+        return Ok(None);
+    }
+    let net = o.model.net(o.classes, o.image_size)?;
+    let context = net.context_length().unwrap_or(1) as f64;
+    let inputs = memory::Inputs {
+        samples_per_rank: (profile.samples_per_rank / context).ceil() as usize,
+        image_size: o.image_size,
+        seq_len: None,
+        moments: match o.optimizer {
+            OptimizerKind::Adamw => 2.0,
+            OptimizerKind::Sgd => 1.0,
+        },
+        bucket_bytes: o.sums.bucket_bytes()? as f64,
+    };
+    Ok(Some((net, inputs)))
+}
+
+/// Each stage's predictions, and its memory per rank where the model's shape is known.
+fn plan_stages(
+    o: &SimulateOptions,
+    stages: &[(u8, bool)],
+    profile: &StepProfile,
+    scenario: &Scenario,
+    model: Option<&(NetConfig, memory::Inputs)>,
+    bucket_bytes: u64,
+) -> Vec<StagePlan> {
+    let estimate = |n: usize, stage: u8| model.map(|(net, i)| memory::estimate(net, i, n, stage));
+    stages
+        .iter()
+        .map(|&(stage, prefetch)| {
+            let mut s = scenario.clone();
+            s.sharding.stage = stage;
+            // Gathered ahead up to a gradient bucket's bytes.
+            s.sharding.prefetch = prefetch.then_some(bucket_bytes);
+            StagePlan {
+                stage,
+                prefetch,
+                predictions: firemesh_simulate::sweep(profile, &s, &o.ranks),
+                memory: o.ranks.iter().map(|&n| estimate(n, stage)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Fails when no stage of --zero fits the GPU's memory at any rank count of --ranks, naming the
+/// smallest rank count at which ZeRO-3 would.
+fn refuse_if_nothing_fits(
+    o: &SimulateOptions,
+    stages: &[StagePlan],
+    device_bytes: f64,
+    gpu: &Gpu,
+    model: Option<&(NetConfig, memory::Inputs)>,
+) -> Result<()> {
+    let fits = |p: &StagePlan| (0..o.ranks.len()).any(|i| p.fits(i, device_bytes));
+    let Some((net, inputs)) = model.filter(|_| !stages.iter().any(fits)) else {
+        return Ok(());
+    };
+    let least = (stages.iter().flat_map(|p| &p.memory).flatten())
+        .map(PerRank::total)
+        .fold(f64::INFINITY, f64::min);
+    let would = (1..=16)
+        .map(|k| 1usize << k)
+        .find(|&n| memory::estimate(net, inputs, n, 3).total() <= device_bytes)
+        .map_or_else(
+            || "; not under ZeRO-3 at any rank count either: use a smaller --batch".to_string(),
+            |n| format!("; under --zero 3 it fits from {n} ranks"),
+        );
+    let zero: Vec<String> = o.zero.iter().map(u8::to_string).collect();
+    Err(Error::Invalid(format!(
+        "{} at {} per rank does not fit one {} ({} GB) at --ranks {} under --zero {}: it needs at least {:.1} GB per rank{would}",
+        o.model,
+        inputs.samples_per_rank,
+        gpu.name,
+        gpu.memory_gb,
+        o.ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+        zero.join(","),
+        least / 1e9
+    )))
 }
 
 /// The bytes of one BatchNorm statistic sum, averaged over the model's BatchNorm layers (one
@@ -399,6 +563,15 @@ fn wire_bucket_bytes(o: &SimulateOptions, bucket_bytes: u64) -> u64 {
     match o.sums.comm_precision {
         Some(_) => (bucket_bytes * grad_element_bytes(o) / 4).max(1),
         None => bucket_bytes,
+    }
+}
+
+/// Bytes of a parameter element as ZeRO-3 gathers it: the compute dtype of the published
+/// precision (2 under mixed precision, 4 in TF32 or FP32).
+fn gather_element_bytes(o: &SimulateOptions) -> u64 {
+    match o.published_precision.eq_ignore_ascii_case("amp") {
+        true => 2,
+        false => 4,
     }
 }
 

@@ -140,6 +140,7 @@ pub fn markdown(sim: &Simulation) -> String {
             100.0 * (eight.throughput / run.eight_gpus - 1.0)
         );
     }
+    stage_table(sim, &mut md);
     let largest = sim.predictions.iter().map(|r| r.ranks).max().unwrap_or(1);
     let _ = writeln!(
         md,
@@ -153,6 +154,60 @@ pub fn markdown(sim: &Simulation) -> String {
            the critical path; the slowest rank sets the step; the step lasts at least the host's \
            issue time). Predictions, not measurements.\n";
     md
+}
+
+/// Each ZeRO stage of `--zero` side by side: step, communication and memory per rank.
+fn stage_table(sim: &Simulation, md: &mut String) {
+    let gb = |b: f64| b / 1e9;
+    let _ = writeln!(
+        md,
+        "\nZeRO stages (memory per rank in GB, f32 state, against {:.0} GB per GPU):\n\n\
+         | ZeRO | gathers | ranks | step ms | efficiency | gradient comm ms | parameter comm ms | exposed ms | parameters | gradients | optimizer state | activations | total | fits |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        gb(sim.device_bytes)
+    );
+    for plan in &sim.stages {
+        let gathers = match (plan.stage, plan.prefetch) {
+            (0, _) => "none",
+            (1, _) => "after the update",
+            (_, false) => "at use",
+            (_, true) => "ahead (a bucket)",
+        };
+        for (i, r) in plan.predictions.iter().enumerate() {
+            let memory = match plan.memory[i] {
+                Some(m) => format!(
+                    "{:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {}",
+                    gb(m.parameters),
+                    gb(m.gradients),
+                    gb(m.optimizer_state),
+                    gb(m.activations),
+                    gb(m.total()),
+                    if plan.fits(i, sim.device_bytes) {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                ),
+                None => "– | – | – | – | – | (profile: shape unknown)".to_string(),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {gathers} | {} | {:.1} | {:.1}% | {:.2} | {:.2} | {:.2} | {memory} |",
+                plan.stage,
+                r.ranks,
+                r.step_s * 1e3,
+                100.0 * r.efficiency,
+                r.gradient_comm_s * 1e3,
+                r.parameter_comm_s * 1e3,
+                r.exposed_comm_s * 1e3,
+            );
+        }
+    }
+    *md += "\nZeRO-1 reduce-scatters the gradient buckets and gathers the updated f32 parameters after \
+            the optimizer; ZeRO-3 gathers each layer's parameters (in the compute precision) before \
+            its forward and again before its backward, on the stream the reduce-scatters use. A \
+            reduce-scatter or all-gather is timed as half a ring all-reduce. Memory: \
+            `firemesh train --dry-run`'s estimate (activations kept for the backward pass, f32).\n";
 }
 
 fn size(bytes: u64) -> String {

@@ -8,12 +8,13 @@ use crate::{Error, Result};
 use firemesh::mesh::{available_host_bytes, DeviceMesh};
 use firemesh::optim::OptimizerKind;
 use firemesh_resnet::{BlockKind, StemKind};
+use firemesh_simulate::{model_state, StateShape};
 use firemesh_zoo::NetConfig;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The estimated bytes one rank holds at the peak of a step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct PerRank {
     pub parameters: f64,
     pub gradients: f64,
@@ -48,6 +49,36 @@ fn size(bytes: f64) -> String {
     }
 }
 
+/// What an estimate needs besides the model and the stage.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs {
+    /// Samples in one rank's share of the batch (images, or sequences).
+    pub samples_per_rank: usize,
+    pub image_size: usize,
+    /// A GPT's sequence length (its context when `None`).
+    pub seq_len: Option<usize>,
+    /// Optimizer moments per parameter: AdamW 2, SGD with momentum 1, SGD 0.
+    pub moments: f64,
+    pub bucket_bytes: f64,
+}
+
+impl Inputs {
+    /// A training run's, on `ranks` ranks.
+    pub fn of(config: &TrainConfig, ranks: usize, seq_len: Option<usize>) -> Self {
+        Self {
+            samples_per_rank: config.batch.div_ceil(ranks.max(1)),
+            image_size: config.image_size,
+            seq_len,
+            moments: match config.optimizer {
+                OptimizerKind::Adamw => 2.0,
+                OptimizerKind::Sgd if config.momentum > 0.0 => 1.0,
+                OptimizerKind::Sgd => 0.0,
+            },
+            bucket_bytes: config.bucket_bytes as f64,
+        }
+    }
+}
+
 /// The model's sizes, in floats: its parameters, its largest parameter tensor, and what its
 /// backward pass keeps per sample.
 struct Sizes {
@@ -56,7 +87,7 @@ struct Sizes {
     per_sample: f64,
 }
 
-fn sizes(config: &TrainConfig, net: &NetConfig, seq_len: Option<usize>) -> Sizes {
+fn sizes(net: &NetConfig, image_size: usize, seq_len: Option<usize>) -> Sizes {
     match net {
         NetConfig::ResNet(c) => {
             let stages = &c.blocks_per_stage;
@@ -67,13 +98,7 @@ fn sizes(config: &TrainConfig, net: &NetConfig, seq_len: Option<usize>) -> Sizes
                 largest: (9.0 * widest * widest)
                     .max(widest * out)
                     .max(out * c.num_classes as f64),
-                per_sample: resnet_activations(
-                    config.image_size,
-                    c.base_width,
-                    stages,
-                    c.block,
-                    c.stem,
-                ),
+                per_sample: resnet_activations(image_size, c.base_width, stages, c.block, c.stem),
             }
         }
         NetConfig::Gpt(c) => {
@@ -90,11 +115,10 @@ fn sizes(config: &TrainConfig, net: &NetConfig, seq_len: Option<usize>) -> Sizes
     }
 }
 
-/// The estimate for one of `ranks` ranks under ZeRO `zero`: f32 parameters (1/N of them under
-/// ZeRO-3, plus the largest parameter tensor, gathered whole by the op that reads it), f32 gradients
-/// (1/N after the reduce-scatter of ZeRO-1 and 3, plus a 25 MiB bucket), the optimizer's state
-/// (AdamW two moments, SGD with momentum one; 1/N under ZeRO-1 and 3), and the activations of
-/// the rank's share of the batch.
+/// The estimate for one of `ranks` ranks under ZeRO `zero`: the model state as
+/// [`firemesh_simulate::model_state`] shares it (f32 parameters, gradients and optimizer
+/// moments; ZeRO-3's largest parameter tensor gathered whole), and the f32 activations of the
+/// rank's share of the batch.
 pub fn per_rank(
     config: &TrainConfig,
     net: &NetConfig,
@@ -102,33 +126,24 @@ pub fn per_rank(
     seq_len: Option<usize>,
     zero: u8,
 ) -> PerRank {
-    let Sizes {
-        params,
-        largest,
-        per_sample,
-    } = sizes(config, net, seq_len);
-    let n = ranks.max(1) as f64;
-    let whole = 4.0 * params;
-    let moments = match config.optimizer {
-        OptimizerKind::Adamw => 2.0,
-        OptimizerKind::Sgd if config.momentum > 0.0 => 1.0,
-        OptimizerKind::Sgd => 0.0,
+    estimate(net, &Inputs::of(config, ranks, seq_len), ranks, zero)
+}
+
+/// [`per_rank`] from its inputs.
+pub fn estimate(net: &NetConfig, inputs: &Inputs, ranks: usize, zero: u8) -> PerRank {
+    let s = sizes(net, inputs.image_size, inputs.seq_len);
+    let shape = StateShape {
+        parameters: s.params,
+        largest: s.largest,
+        moments: inputs.moments,
+        bucket_bytes: inputs.bucket_bytes,
     };
-    let (parameters, gradients, sharded_state) = match zero {
-        0 => (whole, whole, false),
-        1 => (whole, whole / n + config.bucket_bytes as f64, true),
-        _ => (
-            (whole / n + 4.0 * largest).min(whole),
-            whole / n + config.bucket_bytes as f64,
-            true,
-        ),
-    };
-    let state = moments * whole;
+    let state = model_state(&shape, zero, ranks);
     PerRank {
-        parameters,
-        gradients: gradients.min(whole),
-        optimizer_state: if sharded_state { state / n } else { state },
-        activations: config.batch.div_ceil(ranks.max(1)) as f64 * per_sample * 4.0,
+        parameters: state.parameters,
+        gradients: state.gradients,
+        optimizer_state: state.optimizer_state,
+        activations: inputs.samples_per_rank as f64 * s.per_sample * 4.0,
     }
 }
 

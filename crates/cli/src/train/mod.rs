@@ -15,7 +15,7 @@ mod evaluate;
 mod gpu;
 mod job;
 mod join;
-mod memory;
+pub mod memory;
 mod metrics;
 mod nccl;
 mod observers;

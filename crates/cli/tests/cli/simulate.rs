@@ -84,6 +84,85 @@ fn default_run_predicts_eight_a100s_and_writes_its_report() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--zero 0,1,3`: each stage's step and memory per rank side by side, ZeRO-3 twice (gathers
+/// at use and ahead of use).
+#[test]
+fn zero_stages_are_compared_with_their_memory() {
+    let dir = scratch("simulate-zero");
+    let args = [
+        "simulate",
+        "--model",
+        "gpt2-small",
+        "--gpu",
+        "h100",
+        "--throughput",
+        "100000",
+        "--batch",
+        "1",
+        "--ranks",
+        "1,8",
+        "--zero",
+        "0,1,3",
+        "--out",
+        "sim",
+    ];
+    let out = cli(&dir, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("| 3 | ahead (a bucket) | 8 |"),
+        "{}",
+        stdout(&out)
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sim/simulate.json")).unwrap())
+            .unwrap();
+    let plans = json["stages"].as_array().unwrap();
+    let kinds: Vec<(u64, bool)> = plans
+        .iter()
+        .map(|p| {
+            (
+                p["stage"].as_u64().unwrap(),
+                p["prefetch"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [(0, false), (1, false), (3, false), (3, true)]);
+    let at = |plan: usize, rank_index: usize, field: &str| {
+        plans[plan]["predictions"][rank_index][field]
+            .as_f64()
+            .unwrap()
+    };
+    let memory = |plan: usize, field: &str| plans[plan]["memory"][1][field].as_f64().unwrap();
+    // One rank: every stage is the same step.
+    for plan in 1..4 {
+        assert_eq!(at(plan, 0, "step_s"), at(0, 0, "step_s"));
+    }
+    // Eight ranks: ZeRO-1 gathers once per gradient bucket after the update; ZeRO-3 gathers
+    // every layer with parameters twice, and prefetched it waits less.
+    let buckets = plans[1]["predictions"][1]["gradient_collectives"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(plans[1]["predictions"][1]["parameter_collectives"], buckets);
+    assert!(at(3, 1, "exposed_comm_s") < at(2, 1, "exposed_comm_s"));
+    assert_eq!(at(3, 1, "parameter_comm_s"), at(2, 1, "parameter_comm_s"));
+    // Memory per rank: f32 parameters, gradients and AdamW's two moments of 124,439,808
+    // parameters, shared by stage.
+    let whole = 4.0 * 124_439_808.0;
+    assert_eq!(memory(0, "parameters"), whole);
+    assert_eq!(memory(0, "optimizer_state"), 2.0 * whole);
+    assert_eq!(memory(1, "parameters"), whole);
+    assert_eq!(memory(1, "optimizer_state"), 2.0 * whole / 8.0);
+    let bucket = DEFAULT_BUCKET_BYTES as f64;
+    assert_eq!(memory(1, "gradients"), whole / 8.0 + bucket);
+    // ZeRO-3: an eighth, plus the largest tensor (the 50,257 × 768 embedding) gathered whole.
+    assert_eq!(
+        memory(2, "parameters"),
+        whole / 8.0 + 4.0 * 50_257.0 * 768.0
+    );
+    assert_eq!(memory(2, "activations"), memory(0, "activations"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_profile_file_is_simulated_as_given() {
     let dir = scratch("simulate-profile");
@@ -149,6 +228,25 @@ fn bad_simulate_input_is_one_line() {
         (&["simulate", "--bucket-mib", "0"][..], "--bucket-mib"),
         (&["simulate", "--straggler-cv", "2"][..], "--straggler-cv"),
         (&["simulate", "--rank-threads"][..], "--firemesh"),
+        (&["simulate", "--zero", "2"][..], "--zero 2"),
+        (
+            // 3 sequences of GPT-2 XL keep about 66 GB of activations: with its 25 GB of
+            // state, not on one H100, but under ZeRO-3 on 2.
+            &[
+                "simulate",
+                "--model",
+                "gpt2-xl",
+                "--gpu",
+                "h100",
+                "--throughput",
+                "38000",
+                "--batch",
+                "3",
+                "--ranks",
+                "1",
+            ][..],
+            "under --zero 3 it fits from 2 ranks",
+        ),
         (
             &["simulate", "--profile", "missing.json"][..],
             "missing.json",

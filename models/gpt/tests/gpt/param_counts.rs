@@ -17,6 +17,14 @@ impl<B: Backend> ModuleVisitor<B> for LazyCount {
     }
 }
 
+/// GPT-2 XL's configuration counts the published checkpoint's 1,557,611,200 parameters (not
+/// built: 6.2 GB of f32).
+#[test]
+fn gpt2_xl_config_has_the_published_count() {
+    assert_eq!(GptConfig::gpt2_xl().num_params(), 1_557_611_200);
+    assert!(GptConfig::gpt2_xl().validate().is_ok());
+}
+
 #[test]
 fn gpt2_small_built_module_has_the_gpt2_count() {
     let config = GptConfig::gpt2_small();
