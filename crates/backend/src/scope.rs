@@ -5,6 +5,7 @@
 //! (`runtime/armed.rs`), nothing of it on the mesh.
 
 use crate::buckets::EarlyBuckets;
+use crate::gathers::ParameterGathers;
 use crate::mesh::Mesh;
 use crate::runtime::armed::{arm, MeshKey, Setting, Token};
 use burn_backend::FloatDType;
@@ -21,8 +22,8 @@ pub struct StepScope {
     autocast: Option<FloatDType>,
     early: Option<EarlyBuckets>,
     /// ZeRO-3: parameters (marked, `ShardedTensor::mark_parameter`) stored sharded are gathered
-    /// whole for each op of the forward and backward passes that reads them.
-    gather_parameters: bool,
+    /// whole for each op of the forward and backward passes that reads them, some ahead of use.
+    gathers: Option<ParameterGathers>,
 }
 
 impl StepScope {
@@ -33,20 +34,33 @@ impl StepScope {
             crossing: mesh.processes() == 1 || mesh.side_link().is_some(),
             autocast: None,
             early: None,
-            gather_parameters: false,
+            gathers: None,
         }
     }
 
     /// Sharded parameters gathered whole for each op that reads them, in the forward and the
     /// backward pass (ZeRO-3), into a copy that op owns: autodiff keeps the sharded parameter
     /// for the backward pass, which gathers it again, as FSDP does. A cast of a parameter casts
-    /// each rank's block, so a narrow parameter is gathered narrow.
+    /// each rank's block, so a narrow parameter is gathered narrow. Each gather is made when
+    /// its op runs; [`StepScope::set_parameter_gathers`] issues them ahead of use.
     pub fn set_gather_parameters(&mut self, gather: bool) {
-        self.gather_parameters = gather;
+        self.gathers = gather.then(|| ParameterGathers::new(0));
+    }
+
+    /// As [`StepScope::set_gather_parameters`], with `gathers` issuing them ahead of use
+    /// (`None`: parameters are not gathered). The loop closes `gathers` after each step's
+    /// backward pass ([`ParameterGathers::close`]), and marks its parameters with their place
+    /// (`ShardedTensor::mark_parameter_at`) after entering the scope.
+    pub fn set_parameter_gathers(&mut self, gathers: Option<ParameterGathers>) {
+        self.gathers = gathers;
     }
 
     pub fn gathers_parameters(&self) -> bool {
-        self.gather_parameters
+        self.gathers.is_some()
+    }
+
+    pub fn parameter_gathers(&self) -> Option<&ParameterGathers> {
+        self.gathers.as_ref()
     }
 
     /// Products and convolutions in `dtype` (`None`: their operands' own).
@@ -70,11 +84,10 @@ impl StepScope {
     /// Arms this scope's precision and parameter gathering for the ops the calling thread
     /// issues on its mesh (the forward and backward passes), until the returned value drops.
     pub fn enter(&self) -> Entered {
-        let autocast = self.autocast.map(Setting::Autocast);
-        let gather = self.gather_parameters.then_some(Setting::GatherParameters);
-        let settings = autocast.into_iter().chain(gather);
+        let autocast = self.autocast.map(|a| arm(self.mesh, Setting::Autocast(a)));
+        let gather = self.gathers.as_ref().map(|g| g.arm_on(self.mesh));
         Entered {
-            _tokens: settings.map(|s| arm(self.mesh, s)).collect(),
+            _tokens: autocast.into_iter().chain(gather).collect(),
         }
     }
 

@@ -77,6 +77,9 @@ pub struct Counts {
     /// Sharded parameters gathered whole for an op that needed them, while a step armed it
     /// (ZeRO-3: `StepScope::set_gather_parameters`); each gather is in `routes` too.
     pub parameter_gathers: u64,
+    /// Of `parameter_gathers`, those issued ahead of use on the communication thread (while
+    /// the ops before them ran) and taken by their op (`ParameterGathers`).
+    pub parameter_gathers_ahead: u64,
     /// Gradient buckets summed during the backward pass
     /// (`EarlyBuckets`), counted where they were started. Their
     /// collectives are in `routes` too: they run on the communication thread and are counted
@@ -146,6 +149,7 @@ impl Counts {
         self.summed_bytes += other.summed_bytes;
         self.sums_reused += other.sums_reused;
         self.parameter_gathers += other.parameter_gathers;
+        self.parameter_gathers_ahead += other.parameter_gathers_ahead;
         self.early_buckets += other.early_buckets;
         self.early_comm_nanos += other.early_comm_nanos;
         self.early_wait_nanos += other.early_wait_nanos;
@@ -273,6 +277,20 @@ pub(crate) fn redistribution(kind: Redistribution) {
 
 pub(crate) fn parameter_gathered() {
     record(|c| c.parameter_gathers += 1);
+}
+
+pub(crate) fn parameter_gathered_ahead() {
+    record(|c| c.parameter_gathers_ahead += 1);
+}
+
+/// Counts here what the communication thread counted for a parameter gathered ahead (it is in
+/// the global counts already); its time is not this thread's.
+pub(crate) fn gathered_elsewhere(there: &Counts) {
+    let there = Counts {
+        comm_nanos: 0,
+        ..there.clone()
+    };
+    SCOPES.with(|s| s.borrow_mut().iter_mut().for_each(|c| c.add(&there)));
 }
 
 pub(crate) fn sum_reused() {

@@ -2,7 +2,8 @@
 //! no op has used yet (see `draw.rs`). Reading a tensor never changes it: pending draws
 //! are taken in one place, [`ShardedTensor::drawn`], which the executor calls.
 
-use crate::kind::Kind;
+use crate::gathers::Origin;
+use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
 use crate::part::Part;
 use crate::pending::Pending;
@@ -22,6 +23,11 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// Set on a parameter by the loop that trains it ([`ShardedTensor::mark_parameter`]) and
     /// kept by its clones: where autocast finds the parameter's narrow copy (see [`CastSlot`]).
     cast: Option<CastSlot<K::P>>,
+    /// Float only, on a parameter marked with its place in its model
+    /// ([`ShardedTensor::mark_parameter_at`]) and on the views and casts of it that keep it
+    /// sharded: which parameter it comes from and how, so that ZeRO-3 can gather it ahead of
+    /// use (`crate::gathers`). Kept by clones.
+    origin: Option<Arc<Origin>>,
     /// Float only, set when the parts hold a narrower float dtype (bf16, f16) whose values the
     /// tensor presents as f32, exactly (results computed in that dtype, see `crate::autocast`):
     /// the op that widens them, which every read of the parts runs first
@@ -87,6 +93,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             mesh,
             sum: OnceLock::new(),
             cast: None,
+            origin: None,
             widen: None,
         }
     }
@@ -98,6 +105,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             mesh,
             sum: OnceLock::new(),
             cast: None,
+            origin: None,
             widen: None,
         }
     }
@@ -266,6 +274,16 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         self.cast.get_or_insert_with(CastSlot::default);
     }
 
+    /// Which parameter this tensor is, or is a view or cast of (see `crate::gathers`).
+    pub(crate) fn origin(&self) -> Option<&Arc<Origin>> {
+        self.origin.as_ref()
+    }
+
+    /// Gives this tensor the origin `origin` (a view's or cast's, made from its parameter's).
+    pub(crate) fn set_origin(&mut self, origin: Option<Arc<Origin>>) {
+        self.origin = origin;
+    }
+
     /// Whether this is a marked parameter whose cast its clones can share: f32, `Replicated`.
     fn cast_slot(&self) -> Option<&CastSlot<K::P>> {
         let shareable = self.widen.is_none()
@@ -327,6 +345,19 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     }
 }
 
+impl<B: Backend> ShardedTensor<B, FloatKind> {
+    /// [`ShardedTensor::mark_parameter`], for the parameter at place `index` of its model (the
+    /// order a module visits its parameters: the same at every step). Under ZeRO-3 the step's
+    /// gathers of it are then issued ahead of use, in the order the step before needed them
+    /// (`StepScope::set_parameter_gathers`): the gathers the calling thread armed on this mesh
+    /// keep it for this step. firemesh's `Trainer` marks its model so before every step.
+    pub fn mark_parameter_at(&mut self, index: u64) {
+        self.mark_parameter();
+        self.origin = Some(Arc::new(Origin::parameter(index)));
+        crate::gathers::register(self, index);
+    }
+}
+
 impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
     fn clone(&self) -> Self {
         let state = match &self.state {
@@ -345,6 +376,7 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             mesh: self.mesh.clone(),
             sum,
             cast: self.cast.clone(),
+            origin: self.origin.clone(),
             widen: self.widen,
         }
     }

@@ -103,6 +103,11 @@ pub struct StepOptions {
     /// wire, the sums cast back to f32) [default: f32].
     #[arg(long, value_name = "PRECISION", value_parser = named::<Precision>())]
     pub comm_precision: Option<Precision>,
+    /// ZeRO-3: parameters gathered ahead of use, on the communication thread, until this many
+    /// MiB are in flight (and always the next one); 0 gathers each when its op runs
+    /// [default: the bucket size].
+    #[arg(long, value_name = "MIB")]
+    pub gather_ahead_mib: Option<f64>,
 }
 
 impl StepOptions {
@@ -112,6 +117,17 @@ impl StepOptions {
             Some(mib) => firemesh::grads::bucket_bytes(mib)?,
             None => firemesh::grads::DEFAULT_BUCKET_BYTES,
         })
+    }
+
+    /// The bytes of parameter gathers issued ahead of use under ZeRO-3, checked.
+    pub fn gather_ahead_bytes(&self) -> Result<usize> {
+        match self.gather_ahead_mib {
+            None => self.bucket_bytes(),
+            Some(mib) if mib.is_finite() && mib >= 0.0 => Ok((mib * (1u64 << 20) as f64) as usize),
+            Some(mib) => Err(crate::Error::Invalid(format!(
+                "--gather-ahead-mib {mib}: a number of MiB, 0 or more"
+            ))),
+        }
     }
 
     /// The bucket size in MiB, as asked or the default.

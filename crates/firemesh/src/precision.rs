@@ -277,27 +277,32 @@ pub(crate) fn unscale_gradients<A: AutodiffBackend, M: AutodiffModule<A>>(
         .is_none_or(|t| t.into_scalar().elem::<f64>().is_finite())
 }
 
-/// `module` with every parameter marked as one for autocast
-/// (`ShardedTensor::mark_parameter`): under a narrow precision, each is cast once per step for
-/// all its readers (the forward product and the backward pass's), the copy freed when the
-/// step's scope ends. The `Trainer` marks its model before every step (the optimizer's update
-/// makes new tensors); a loop of one's own that arms `Mesh::autocast` calls this after each
-/// update. Values, gradients and parameter ids do not change.
+/// `module` with every parameter marked as one, with its place in the module
+/// (`ShardedTensor::mark_parameter_at`): under a narrow precision, each is cast once per step
+/// for all its readers (the forward product and the backward pass's), the copy freed when the
+/// step's scope ends; under ZeRO-3, the step's gathers of it are issued ahead of use. The
+/// `Trainer` marks its model at the start of every step, inside the step's scope (the
+/// optimizer's update makes new tensors); a loop of one's own that arms `Mesh::autocast` or a
+/// `StepScope` calls this after each update, after entering the scope. Values, gradients and
+/// parameter ids do not change.
 pub fn mark_parameters<B: Backend, M: AutodiffModule<Autodiff<Sharded<B>>>>(module: M) -> M {
-    struct Mark;
+    /// Numbers the parameters in the order the module visits them: their place in it.
+    struct Mark(u64);
     impl<B: Backend> ModuleMapper<Autodiff<Sharded<B>>> for Mark {
         fn map_float<const D: usize>(
             &mut self,
             param: Param<Tensor<Autodiff<Sharded<B>>, D>>,
         ) -> Param<Tensor<Autodiff<Sharded<B>>, D>> {
+            let index = self.0;
+            self.0 += 1;
             param.map(|t| match t.into_primitive() {
                 TensorPrimitive::Float(mut t) => {
-                    t.primitive.mark_parameter();
+                    t.primitive.mark_parameter_at(index);
                     Tensor::from_primitive(TensorPrimitive::Float(t))
                 }
                 other => Tensor::from_primitive(other),
             })
         }
     }
-    module.map(&mut Mark)
+    module.map(&mut Mark(0))
 }

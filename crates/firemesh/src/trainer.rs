@@ -39,7 +39,7 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::FloatDType;
 use firemesh_backend::buckets::EarlyBuckets;
-use firemesh_backend::{stats, Mesh, Sharded, StepScope};
+use firemesh_backend::{stats, Mesh, ParameterGathers, Sharded, StepScope};
 
 /// A model's training: the model, its optimizer, the learning rate of each step, the step
 /// counter and how the gradients are summed over the ranks.
@@ -73,6 +73,8 @@ struct Sums<M> {
     mark: fn(M) -> M,
     /// ZeRO-1 ([`crate::zero`]): the two ends of its update (its reduce-scatter is `reduce`).
     zero: Option<ZeroUpdate<M>>,
+    /// ZeRO-3: the bytes of parameter gathers issued ahead of use (0: each at use).
+    gathers_ahead: usize,
 }
 
 /// ZeRO-1's update between its two ends: the parameters sliced to the blocks of their
@@ -152,6 +154,7 @@ where
             reduce: reduce_gradients_on_wire::<B, M>,
             mark: crate::precision::mark_parameters::<B, M>,
             zero: None,
+            gathers_ahead: bucket_bytes,
         };
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
@@ -211,11 +214,27 @@ where
                 None => reduce_gradients_on_wire::<B, M>,
             };
             sums.zero = zero;
-            sums.scope.set_gather_parameters(stage == 3);
+            let gathers = (stage == 3).then(|| ParameterGathers::new(sums.gathers_ahead));
+            sums.scope.set_parameter_gathers(gathers);
             // ZeRO-1's and ZeRO-3's early buckets reduce-scatter.
             sums.remake_early();
         }
         Ok(self)
+    }
+
+    /// ZeRO-3: parameter gathers issued ahead of use, on the communication thread, until
+    /// `bytes` of them are in flight (and always the next one); 0 gathers each when its op runs.
+    /// Default: the bucket size. Gathers taken from ahead are counted in the step's report
+    /// (`Counts::parameter_gathers_ahead`).
+    pub fn with_gathers_ahead(mut self, bytes: usize) -> Self {
+        if let Some(sums) = &mut self.sums {
+            sums.gathers_ahead = bytes;
+            if sums.scope.gathers_parameters() {
+                sums.scope
+                    .set_parameter_gathers(Some(ParameterGathers::new(bytes)));
+            }
+        }
+        self
     }
 
     /// Buckets summed only at the optimizer step, after the backward pass (for comparisons).
@@ -328,16 +347,20 @@ where
             if let Some(zero) = s.zero {
                 model = (zero.store)(model);
             }
-            // Parameters are cast once per step, and gathered where the step reads them.
-            if s.scope.autocast().is_some() || s.scope.gathers_parameters() {
-                model = (s.mark)(model);
-            }
         }
         let scale = self.scaler.as_ref().map(LossScaler::scale);
         let (outcome, counts) = stats::count(|| {
             // The step's scope: its precision for the forward and backward passes, its early
             // buckets for the backward pass.
             let forward = sums.as_ref().map(|s| s.scope.enter());
+            // Parameters are cast once per step, and gathered where the step reads them (some
+            // ahead of use: marked inside the scope, which keeps them for its gathers).
+            let model = match sums {
+                Some(s) if s.scope.autocast().is_some() || s.scope.gathers_parameters() => {
+                    (s.mark)(model)
+                }
+                _ => model,
+            };
             let loss = match loss(&model) {
                 Ok(loss) => loss,
                 Err(e) => return Err((model, e)),
@@ -348,6 +371,9 @@ where
                 None => loss.backward(),
             };
             drop((backward, forward));
+            if let Some(gathers) = sums.as_ref().and_then(|s| s.scope.parameter_gathers()) {
+                gathers.close();
+            }
             let mut grads = GradientsParams::from_grads(grads, &model);
             let collectives = sums.as_ref().map_or(0, |s| {
                 (s.reduce)(

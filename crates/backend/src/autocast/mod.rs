@@ -37,6 +37,7 @@ mod cube_convs;
 pub use convs::{Conv2dOp, NarrowConvs};
 pub use cube_convs::ImplicitGemmConvs;
 
+use crate::gathers::Layout;
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
 use crate::placement::Placement;
@@ -121,6 +122,7 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     let read: usize = t.bytes_per_rank().iter().sum();
     let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
     let is_parameter = t.is_parameter();
+    let origin = t.origin().cloned();
     let shared = t.cast_for_clones().is_some().then(|| t.clone());
     let up = dtype == FloatDType::F32;
     crate::stats::cast(up, read + read / from * to.size(), is_parameter);
@@ -137,8 +139,9 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     }
     if is_parameter {
         // A sharded parameter's blocks cast: still the parameter, gathered by the product
-        // where the step gathers parameters (ZeRO-3), in the narrow dtype.
+        // where the step gathers parameters (ZeRO-3), in the narrow dtype, of the same origin.
         out.mark_parameter();
+        out.set_origin(origin);
     }
     out
 }
@@ -166,11 +169,16 @@ pub(crate) fn restored<B: Backend>(out: F<B>, low: Option<FloatDType>) -> F<B> {
 /// the parameter was cast in this step, `op` also moves its narrow copy, which becomes the
 /// view's: the backward pass's transpose of a transposed weight needs no cast of its own.
 ///
-/// `keeps_sharded`: a sharded parameter goes through the op sharded (a transpose, a reshape
+/// `layout`: the op, where a sharded parameter goes through it sharded (a transpose, a reshape
 /// that adds or permutes dims: the sharded dim moves), instead of being gathered first, and
-/// autodiff keeps the view at 1/N the bytes (ZeRO-3); a slice, which may cut the sharded dim,
-/// gathers it first.
-pub(crate) fn moved<B: Backend>(t: F<B>, keeps_sharded: bool, op: impl Fn(F<B>) -> F<B>) -> F<B> {
+/// autodiff keeps the view at 1/N the bytes (ZeRO-3); the view's origin records it, so that a
+/// gather of the parameter made ahead of use can be moved as the view is (`crate::gathers`).
+/// `None`: a slice, which may cut the sharded dim, gathers it first.
+pub(crate) fn moved<B: Backend>(
+    t: F<B>,
+    layout: Option<&dyn Fn() -> Layout>,
+    op: impl Fn(F<B>) -> F<B>,
+) -> F<B> {
     if t.held_narrow().is_some() {
         return op(t.into_held()).presented_as_f32(widened::<B>);
     }
@@ -178,11 +186,16 @@ pub(crate) fn moved<B: Backend>(t: F<B>, keeps_sharded: bool, op: impl Fn(F<B>) 
         return op(t);
     }
     let copy = t.narrow_copy();
-    let mut out = match keeps_sharded {
-        true => armed::keeping_parameters_sharded(|| op(t)),
-        false => op(t),
+    let origin = match layout {
+        Some(l) => t.origin().map(|o| Arc::new(o.then(l()))),
+        None => None,
+    };
+    let mut out = match layout {
+        Some(_) => armed::keeping_parameters_sharded(|| op(t)),
+        None => op(t),
     };
     out.mark_parameter();
+    out.set_origin(origin);
     if let Some((narrow, dtype)) = copy {
         keep_for_clones(&out, op(narrow), dtype);
     }

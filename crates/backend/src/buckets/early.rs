@@ -33,17 +33,14 @@ use super::{same_stream, sum_run, F};
 use crate::mesh::{locked, Mesh};
 use crate::placement::Placement;
 use crate::runtime::armed;
-use crate::runtime::lanes::{worker, Job, DEFAULT_POLL};
-use crate::stats::{self, Counts};
+use crate::runtime::comm::{on_comm_thread, Summed};
+use crate::stats;
 use burn_backend::{Backend, FloatDType, TensorMetadata};
-use firemesh_collective::panic_message;
-use firemesh_collective::DeviceStream;
 use std::any::Any;
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// One training loop's early buckets: their size, the bucket still filling, and the buckets
@@ -281,47 +278,4 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
     };
     let done = on_comm_thread(&mesh, job);
     locked(&session.in_flight).push(done);
-}
-
-/// What the communication thread counted for one bucket (its `comm_nanos`: the time inside
-/// the sums, from when every rank's part was there), or why it failed.
-type Summed = Result<Counts, String>;
-
-/// A communication thread's queue, with the side channel it crosses the processes through (its
-/// address; 0: none).
-type CommThread = (usize, Sender<Job>);
-
-/// Runs `job` on the communication thread of `mesh` (one per process, and one per world link
-/// a mesh crosses the processes through: the exchanges on one side channel must keep one
-/// order), after the jobs queued there before it, issuing to the device stream and crossing
-/// the processes through the side channel.
-fn on_comm_thread<D>(mesh: &Mesh<D>, job: impl FnOnce() + Send + 'static) -> Receiver<Summed> {
-    static QUEUES: OnceLock<Mutex<Vec<CommThread>>> = OnceLock::new();
-    let (done, result) = channel();
-    let counted: Job = Box::new(move || {
-        let (outcome, counts) = stats::count(|| {
-            crate::across::on_side_channel(|| {
-                DeviceStream::run(|| catch_unwind(AssertUnwindSafe(job)))
-            })
-        });
-        let _ = done.send(outcome.map(|()| counts).map_err(|p| panic_message(&*p)));
-    });
-    // Keyed by the side channel's address (0: no world).
-    let key = mesh
-        .side_link()
-        .map_or(0, |l| Arc::as_ptr(l) as *const () as usize);
-    let mut queues = locked(QUEUES.get_or_init(Default::default));
-    let at = match queues.iter().position(|(k, _)| *k == key) {
-        Some(at) => at,
-        None => {
-            let name = format!("firemesh-comm-{}", queues.len());
-            queues.push((key, worker(name, DEFAULT_POLL)));
-            queues.len() - 1
-        }
-    };
-    queues[at]
-        .1
-        .send(counted)
-        .expect("firemesh: the communication thread has stopped");
-    result
 }

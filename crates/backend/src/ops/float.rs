@@ -2,6 +2,7 @@
 
 use crate::autocast::moved;
 use crate::exec::{run, run_twice};
+use crate::gathers::Layout;
 use crate::kind::FloatKind;
 use crate::ops::{arg_extreme, extreme_with_indices};
 use crate::placement::Placement;
@@ -89,7 +90,8 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_reshape(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         let kept_shape = shape.clone();
-        moved(tensor, true, |tensor| {
+        let view = || Layout::Reshape(shape.clone());
+        moved(tensor, Some(&view), |tensor| {
             let kept_shape = kept_shape.clone();
             run(
                 "float_reshape",
@@ -102,7 +104,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
 
     fn float_slice(tensor: FloatTensor<Self>, slices: &[Slice]) -> FloatTensor<Self> {
         let kept_slices = slices.to_vec();
-        moved(tensor, false, |tensor| {
+        moved(tensor, None, |tensor| {
             let kept_slices = kept_slices.clone();
             run(
                 "float_slice",
@@ -339,15 +341,15 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, moves layout::transpose;
+    by_rule! { B, moves layout::transpose, Layout::Transpose;
         fn float_transpose(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, moves |m| layout::swap_dims(m, dim1, dim2);
+    by_rule! { B, moves |m| layout::swap_dims(m, dim1, dim2), Layout::SwapDims(dim1, dim2);
         fn float_swap_dims(tensor: FloatTensor<Self>; dim1: usize, dim2: usize) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, moves |m| layout::permute(m, axes);
+    by_rule! { B, moves |m| layout::permute(m, axes), Layout::Permute(axes.to_vec());
         fn float_permute(tensor: FloatTensor<Self>; axes: &[usize]) -> FloatTensor<Self>;
     }
 

@@ -13,8 +13,10 @@
 /// result presented as f32 (before `$then`, so a parameter gradient joins its bucket in f32).
 /// `convolution $rule`: as `autocast`, in f32 where the inner backend's convolutions add in the
 /// element type (`crate::autocast::convs`).
-/// `moves $rule`: a layout op of one float tensor that permutes its dims, which a tensor held
-/// narrow goes through as it is held, and a sharded parameter sharded (`crate::autocast::moved`).
+/// `moves $rule, $layout`: a layout op of one float tensor that permutes its dims, which a tensor
+/// held narrow goes through as it is held, and a sharded parameter sharded
+/// (`crate::autocast::moved`); `$layout` names it (`crate::gathers::Layout`) for the view's
+/// origin.
 macro_rules! by_rule {
     ($inner:ident, autocast $rule:expr => $then:expr; $($body:tt)*) => {
         by_rule! { $inner, autocast($crate::autocast::for_op) $rule => $then; $($body)* }
@@ -42,10 +44,11 @@ macro_rules! by_rule {
     ($inner:ident, convolution $rule:expr; $($body:tt)*) => {
         by_rule! { $inner, convolution $rule => ::core::convert::identity; $($body)* }
     };
-    ($inner:ident, moves $rule:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+    ($inner:ident, moves $rule:expr, $layout:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($t: $T, $($($a: $A),+)?) -> $R {
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            $crate::autocast::moved($t, true, move |$t| {
+            let view = || $layout;
+            $crate::autocast::moved($t, Some(&view), move |$t| {
                 let kept = ::core::clone::Clone::clone(&kept);
                 $crate::exec::run(stringify!($name), ($t,), $rule, move |_, ($t,)| {
                     #[allow(unused_variables)]

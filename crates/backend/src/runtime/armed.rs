@@ -21,8 +21,9 @@ pub(crate) type MeshKey = (TypeId, u16);
 pub(crate) enum Setting {
     /// The precision products and convolutions run in.
     Autocast(FloatDType),
-    /// Sharded parameters gathered whole for the ops that read them (ZeRO-3).
-    GatherParameters,
+    /// Sharded parameters gathered whole for the ops that read them (ZeRO-3), some ahead of
+    /// use: the `ParameterGathers`' state, held weakly (its owner keeps it).
+    GatherParameters(Weak<dyn Any + Send + Sync>),
     /// An `EarlyBuckets`' state, held weakly (its owner keeps it; an ended entry must not);
     /// `None` arms none (shadowing an outer one).
     Early(Option<Weak<dyn Any + Send + Sync>>),
@@ -138,9 +139,18 @@ pub(crate) fn early_buckets(mesh: MeshKey) -> Option<Arc<dyn Any + Send + Sync>>
 /// Whether the calling thread armed the gathering of sharded parameters on `mesh`.
 pub(crate) fn gathers_parameters(mesh: MeshKey) -> bool {
     innermost(mesh, |e| {
-        matches!(e.setting, Setting::GatherParameters).then_some(())
+        matches!(e.setting, Setting::GatherParameters(_)).then_some(())
     })
     .is_some()
+}
+
+/// The parameter gathers the calling thread armed on `mesh`, if any (and still owned).
+pub(crate) fn parameter_gathers(mesh: MeshKey) -> Option<Arc<dyn Any + Send + Sync>> {
+    innermost(mesh, |e| match &e.setting {
+        Setting::GatherParameters(session) => Some(session.clone()),
+        _ => None,
+    })
+    .and_then(|session| session.upgrade())
 }
 
 /// Runs `f`, an op that casts or moves a parameter's blocks (a cast, a transpose), without

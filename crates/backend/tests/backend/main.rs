@@ -13,6 +13,7 @@ mod gradients;
 mod learner;
 mod ops;
 mod parameter_casts;
+mod parameter_gathers;
 mod random;
 mod rank_threads;
 mod stress;

@@ -33,6 +33,8 @@ pub struct Work {
     pub image_size: usize,
     pub seq_len: usize,
     pub bucket_bytes: usize,
+    /// ZeRO-3 rows: bytes of parameter gathers issued ahead of use (0: each at use).
+    pub gather_ahead_bytes: usize,
     /// The precision firemesh's rows sum their gradient buckets in.
     pub comm_precision: Precision,
     pub warmup: usize,
@@ -71,6 +73,7 @@ impl Work {
             image_size: sizes.image_size,
             seq_len,
             bucket_bytes: o.sums.bucket_bytes()?,
+            gather_ahead_bytes: o.sums.gather_ahead_bytes()?,
             comm_precision: o.sums.comm_precision(),
             warmup: o.warmup,
             steps: o.steps,
@@ -173,7 +176,8 @@ pub fn sharded<B: Backend>(
     // As `firemesh train` does: buckets summed as the backward pass fills them.
     let mut trainer = Trainer::sharded(net, work.optimizer(), mesh, work.bucket_bytes)
         .with_precision(precision)?
-        .with_zero(zero)?;
+        .with_zero(zero)?
+        .with_gathers_ahead(work.gather_ahead_bytes);
     if work.comm_precision != Precision::F32 {
         trainer = trainer.with_gradient_wire(work.comm_precision)?;
     }

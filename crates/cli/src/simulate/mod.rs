@@ -254,15 +254,11 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         .collect();
     let device_bytes = gpu.memory_gb * 1e9;
     let model = memory_inputs(o, &profile)?;
-    let bucket_bytes = o.sums.bucket_bytes()? as u64;
-    let stages = plan_stages(
-        o,
-        &stages,
-        &profile,
-        &scenario,
-        model.as_ref(),
-        bucket_bytes,
-    );
+    let ahead = match o.sums.gather_ahead_bytes()? {
+        0 => None,
+        bytes => Some(bytes as u64),
+    };
+    let stages = plan_stages(o, &stages, &profile, &scenario, model.as_ref(), ahead);
     refuse_if_nothing_fits(o, &stages, device_bytes, gpu, model.as_ref())?;
     Ok(Simulation {
         stages,
@@ -472,7 +468,7 @@ fn plan_stages(
     profile: &StepProfile,
     scenario: &Scenario,
     model: Option<&(NetConfig, memory::Inputs)>,
-    bucket_bytes: u64,
+    ahead: Option<u64>,
 ) -> Vec<StagePlan> {
     let estimate = |n: usize, stage: u8| model.map(|(net, i)| memory::estimate(net, i, n, stage));
     stages
@@ -480,8 +476,8 @@ fn plan_stages(
         .map(|&(stage, prefetch)| {
             let mut s = scenario.clone();
             s.sharding.stage = stage;
-            // Gathered ahead up to a gradient bucket's bytes.
-            s.sharding.prefetch = prefetch.then_some(bucket_bytes);
+            // Gathered ahead up to --gather-ahead-mib (the bucket size by default).
+            s.sharding.prefetch = prefetch.then_some(ahead).flatten();
             StagePlan {
                 stage,
                 prefetch,

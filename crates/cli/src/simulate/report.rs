@@ -171,7 +171,7 @@ fn stage_table(sim: &Simulation, md: &mut String) {
             (0, _) => "none",
             (1, _) => "after the update",
             (_, false) => "at use",
-            (_, true) => "ahead (a bucket)",
+            (_, true) => "ahead",
         };
         for (i, r) in plan.predictions.iter().enumerate() {
             let memory = match plan.memory[i] {

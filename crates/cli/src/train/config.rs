@@ -333,6 +333,9 @@ pub struct TrainConfig {
     pub loss_scaling: LossScaling,
     /// Bytes of a gradient bucket.
     pub bucket_bytes: usize,
+    /// ZeRO-3: bytes of parameter gathers issued ahead of use (0: each at use).
+    #[serde(default)]
+    pub gather_ahead_bytes: usize,
     /// Buckets summed during the backward pass as it fills them (else after it).
     pub early_buckets: bool,
     pub prefetch: usize,
@@ -448,6 +451,7 @@ impl TrainConfig {
             zero: firemesh::zero::stage(o.zero.unwrap_or(0))?,
             loss_scaling,
             bucket_bytes,
+            gather_ahead_bytes: o.sums.gather_ahead_bytes()?,
             early_buckets: !o.late_buckets,
             prefetch: at_least_one("--prefetch", o.prefetch.unwrap_or(2))?,
             workers: at_least_one("--workers", o.workers.unwrap_or(2))?,

@@ -231,6 +231,10 @@ pub struct Summary {
     /// under other stages).
     #[serde(default)]
     pub parameter_gathers_per_step: u64,
+    /// Of those, the ones issued ahead of use, overlapping the ops before them (the last
+    /// step's).
+    #[serde(default)]
+    pub parameter_gathers_ahead_per_step: u64,
     pub resumed_from: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub charts: Vec<PathBuf>,

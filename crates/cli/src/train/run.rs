@@ -82,7 +82,8 @@ fn build_trainer<B: Backend>(
         .with_step_seeds(c.seed)
         .starting_at(steps_done)
         .with_precision(c.precision)?
-        .with_zero(c.zero)?;
+        .with_zero(c.zero)?
+        .with_gathers_ahead(c.gather_ahead_bytes);
     if !c.early_buckets {
         trainer = trainer.without_early_buckets();
     }
@@ -281,6 +282,7 @@ fn summarize<B: Backend>(
         gradient_collectives: tally.gradient_collectives,
         early_gradient_collectives: tally.early_gradient_collectives,
         parameter_gathers_per_step: tally.parameter_gathers,
+        parameter_gathers_ahead_per_step: tally.parameter_gathers_ahead,
         resumed_from: watch.checkpoints.resumed_from,
         last_checkpoint: watch.checkpoints.last,
         charts,

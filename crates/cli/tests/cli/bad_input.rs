@@ -40,6 +40,10 @@ fn bad_options_and_sizes_are_named() {
         (&["train", "--lr=-0.1"], "must be finite and positive"),
         (&["train", "--lr", "inf"], "must be finite and positive"),
         (&["train", "--steps", "0"], "--steps must be at least 1"),
+        (
+            &["train", "--zero", "3", "--gather-ahead-mib=-1"],
+            "--gather-ahead-mib -1",
+        ),
         (&["train", "--epochs", "0"], "--epochs must be at least 1"),
         (
             &["train", "--samples", "5", "--batch", "32"],

@@ -109,7 +109,7 @@ fn zero_stages_are_compared_with_their_memory() {
     let out = cli(&dir, &args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("| 3 | ahead (a bucket) | 8 |"),
+        stdout(&out).contains("| 3 | ahead | 8 |"),
         "{}",
         stdout(&out)
     );

@@ -118,6 +118,7 @@ fn late_buckets_train_to_the_bits_of_early_ones() {
             sums: StepOptions {
                 bucket_mib: Some(0.01),
                 comm_precision: None,
+                gather_ahead_mib: None,
             },
             late_buckets,
             ..tiny(&dir.join(name))
@@ -144,6 +145,7 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
             sums: StepOptions {
                 bucket_mib: None,
                 comm_precision: Some(precision),
+                gather_ahead_mib: None,
             },
             ..tiny(&dir.join(name))
         }))
@@ -340,6 +342,7 @@ fn the_job_trains_on_a_wgpu_mesh() {
         sums: StepOptions {
             bucket_mib: Some(0.05),
             comm_precision: None,
+            gather_ahead_mib: None,
         },
         ..tiny(&dir)
     }))

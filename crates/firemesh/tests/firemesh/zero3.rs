@@ -58,8 +58,25 @@ fn compare<M: burn::module::AutodiffModule<Ad>>(
     for precision in [Precision::F32, Precision::Bf16] {
         let mut full = trainer(model.clone(), mesh, 0, precision);
         let mut sharded = trainer(model.clone(), mesh, 3, precision);
+        let mut at_use = trainer(model.clone(), mesh, 3, precision).with_gathers_ahead(0);
         for i in 0..STEPS {
             let (want, got) = (step(&mut full, i), step(&mut sharded, i));
+            let plain = step(&mut at_use, i);
+            // The same gathers, each made at use or taken from ahead: the same numbers.
+            assert_eq!(plain.loss, got.loss, "{what} {precision} step {i}");
+            assert_eq!(plain.counts.parameter_gathers, got.counts.parameter_gathers);
+            assert_eq!(plain.counts.parameter_gathers_ahead, 0);
+            // The first step has no order to follow; later steps gather every parameter but
+            // the first of the step ahead of use.
+            let ahead = got.counts.parameter_gathers_ahead;
+            println!(
+                "{what} {precision} step {i}: {} gathers, {ahead} ahead",
+                got.counts.parameter_gathers
+            );
+            match i {
+                0 => assert_eq!(ahead, 0),
+                _ => assert_eq!(ahead, got.counts.parameter_gathers - 1, "{what} step {i}"),
+            }
             assert!(
                 (got.loss - want.loss).abs() <= 1e-6 * want.loss,
                 "{what} {precision} step {i}: {} vs {}",
@@ -75,6 +92,11 @@ fn compare<M: burn::module::AutodiffModule<Ad>>(
             assert!(got.counts.parameter_gathers > 0);
             assert_eq!(want.counts.parameter_gathers, 0);
         }
+        assert_eq!(
+            largest_difference(&params(sharded.model()), &params(at_use.model())),
+            0.0,
+            "{what} {precision}: gathered ahead or at use"
+        );
         let worst = largest_difference(&params(sharded.model()), &params(full.model()));
         assert!(
             worst <= 1e-6,

@@ -1,0 +1,315 @@
+//! ZeRO-3's parameter gathers, issued ahead of use.
+//!
+//! Under ZeRO-3 every op that reads a sharded parameter gathers it whole first
+//! (`exec/operands.rs`, `settled`). Gathered when the op runs, the gather stalls the step; so a
+//! step's [`ParameterGathers`] remembers the order in which the step before gathered its
+//! parameters, and while the step gathers one, it issues the next ones on the communication
+//! thread (`runtime/comm.rs`), beside the ops that follow: the next gather of that order, and
+//! the ones after it until `ahead_bytes` are in flight (as DeepSpeed's prefetch bucket; PyTorch
+//! FSDP prefetches one unit). An op that finds its parameter gathered ahead takes that copy
+//! (waiting for it if it is still under way); any other gathers it then.
+//!
+//! What is gathered ahead is the parameter itself, as its model holds it (its blocks cast to the
+//! dtype the op reads it in), keyed by its place in its model and that dtype: an op reads a
+//! view of it (a transpose, a reshape that adds unit dims: what autodiff kept), made by layout
+//! ops that keep it sharded. Each such view carries its [`Origin`]: the parameter and the layout
+//! ops that made it, replayed on the gathered copy (the same values as a gather of the view's
+//! blocks: layout ops move values without computing on them).
+//!
+//! The gathers of a step are the same at every step of a training loop (the same ops on the
+//! same parameters), so the order recorded by one step serves the next; a step that reads its
+//! parameters in another order just gathers more at use. Only parameters marked with their
+//! place ([`ShardedTensor::mark_parameter_at`]) are gathered ahead. Across the processes of a
+//! world the communication thread crosses them through the link's side channel, as early
+//! buckets do; where the link has none, every gather is made at use.
+
+use crate::backend::Sharded;
+use crate::kind::FloatKind;
+use crate::mesh::{locked, Mesh};
+use crate::placement::Placement;
+use crate::redistribute::apply_want;
+use crate::rules::Want;
+use crate::runtime::armed::{self, MeshKey, Setting, Token};
+use crate::runtime::comm::{on_comm_thread, Summed};
+use crate::stats;
+use crate::tensor::ShardedTensor;
+use burn_backend::ops::FloatTensorOps;
+use burn_backend::{Backend, DType, Shape, TensorMetadata};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+
+type F<B> = ShardedTensor<B, FloatKind>;
+
+/// A layout op that keeps a sharded parameter sharded (`crate::autocast::moved`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Layout {
+    Transpose,
+    SwapDims(usize, usize),
+    Permute(Vec<usize>),
+    Reshape(Shape),
+}
+
+impl Layout {
+    /// The op on a whole (not sharded) tensor.
+    fn apply<B: Backend>(&self, t: F<B>) -> F<B> {
+        match self {
+            Layout::Transpose => Sharded::<B>::float_transpose(t),
+            Layout::SwapDims(a, b) => Sharded::<B>::float_swap_dims(t, *a, *b),
+            Layout::Permute(axes) => Sharded::<B>::float_permute(t, axes),
+            Layout::Reshape(shape) => Sharded::<B>::float_reshape(t, shape.clone()),
+        }
+    }
+}
+
+/// Which parameter a tensor is, or which view of it: the parameter's place in its model, and
+/// the layout ops that made the view from it (a cast changes the dtype only, and casting
+/// commutes with moving values, so a cast keeps its operand's origin).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Origin {
+    index: u64,
+    layout: Vec<Layout>,
+}
+
+impl Origin {
+    pub(crate) fn parameter(index: u64) -> Self {
+        Self {
+            index,
+            layout: Vec::new(),
+        }
+    }
+
+    /// The origin of `op` applied to a tensor of this origin.
+    pub(crate) fn then(&self, op: Layout) -> Self {
+        let mut layout = self.layout.clone();
+        layout.push(op);
+        Self {
+            index: self.index,
+            layout,
+        }
+    }
+}
+
+/// A parameter gathered in a dtype: its place in its model and the dtype.
+type Key = (u64, DType);
+
+/// A training loop's parameter gathers under ZeRO-3 (see the module's documentation): the order
+/// of the last step's gathers, the parameters of this step, and the gathers issued ahead of
+/// use. A loop owns one in its `StepScope` (`StepScope::set_parameter_gathers`); clones share it.
+#[derive(Clone)]
+pub struct ParameterGathers {
+    session: Arc<Session>,
+}
+
+struct Session {
+    ahead_bytes: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last closed step's gathers, in order.
+    order: Vec<Key>,
+    /// This step's, so far.
+    seen: Vec<Key>,
+    /// Where this step has got to in `order`.
+    cursor: usize,
+    /// This step's parameters by place (each an `F<B>`), registered as they are marked.
+    parameters: HashMap<u64, Box<dyn Any + Send>>,
+    /// Gathers issued ahead, not taken yet.
+    ahead: Vec<(Key, InFlight)>,
+    bytes_ahead: usize,
+    /// Gathers of this step taken from ahead.
+    taken: usize,
+}
+
+/// A gather issued ahead: its bytes (whole, on one rank), the gathered `F<B>` when it is there,
+/// and what the communication thread counted.
+struct InFlight {
+    bytes: usize,
+    result: Receiver<Box<dyn Any + Send>>,
+    done: Receiver<Summed>,
+}
+
+impl ParameterGathers {
+    /// Gathers issued ahead of use until `ahead_bytes` (whole parameters' bytes, on one rank)
+    /// are in flight, and always the next one; 0: each made when its op runs.
+    pub fn new(ahead_bytes: usize) -> Self {
+        Self {
+            session: Arc::new(Session {
+                ahead_bytes,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// Arms the gathering of sharded parameters on `mesh` for the calling thread, with these
+    /// gathers ahead of use.
+    pub(crate) fn arm_on(&self, mesh: MeshKey) -> Token {
+        let session: Arc<dyn Any + Send + Sync> = self.session.clone();
+        armed::arm(mesh, Setting::GatherParameters(Arc::downgrade(&session)))
+    }
+
+    /// Ends a step: waits for the gathers issued ahead that no op took (their counts join the
+    /// calling thread's), forgets the step's parameters, and keeps the order of its gathers for
+    /// the next step. Returns how many of the step's gathers were taken from ahead.
+    pub fn close(&self) -> usize {
+        let (unused, taken) = {
+            let mut state = locked(&self.session.state);
+            let state = &mut *state;
+            state.order = std::mem::take(&mut state.seen);
+            state.cursor = 0;
+            state.parameters.clear();
+            state.bytes_ahead = 0;
+            (
+                std::mem::take(&mut state.ahead),
+                std::mem::take(&mut state.taken),
+            )
+        };
+        for (_, flight) in unused {
+            let _ = flight.result.recv();
+            counted(&flight.done);
+        }
+        taken
+    }
+}
+
+/// Keeps parameter `t` (at place `index` of its model) for the gathers the calling thread armed
+/// on its mesh, if any, for the rest of their step.
+pub(crate) fn register<B: Backend>(t: &F<B>, index: u64) {
+    if let Some(session) = session_of(&t.mesh) {
+        locked(&session.state)
+            .parameters
+            .insert(index, Box::new(t.clone()));
+    }
+}
+
+/// The gathers armed on `mesh` by the calling thread.
+fn session_of<D>(mesh: &Mesh<D>) -> Option<Arc<Session>> {
+    armed::parameter_gathers(mesh.key()).and_then(|s| s.downcast::<Session>().ok())
+}
+
+/// Sharded parameter (or view of one) `t` gathered whole for the op that reads it: its
+/// parameter gathered (taken from ahead where it was gathered so, else now) and moved as `t`
+/// was made from it; the next gathers are issued ahead. Either way the op gets the same
+/// tensor, values and layout, as a replicated parameter's view. A tensor whose parameter these
+/// gathers do not hold is gathered from its own blocks.
+pub(crate) fn gathered<B: Backend>(t: F<B>) -> F<B> {
+    let (Some(session), Some(origin)) = (session_of(&t.mesh), t.origin().cloned()) else {
+        return apply_want(t, &Want::Replicated);
+    };
+    let key = (origin.index, t.dtype());
+    let flight = session.take(key);
+    let parameter = session.parameter::<B>(origin.index);
+    session.issue_after::<B>(key, &t.mesh);
+    let whole = match (flight, parameter) {
+        (Some(flight), _) => {
+            let whole = flight
+                .result
+                .recv()
+                .ok()
+                .and_then(|w| w.downcast::<F<B>>().ok());
+            counted(&flight.done);
+            stats::parameter_gathered_ahead();
+            *whole.expect("a gather that failed panics in `counted`")
+        }
+        (None, Some(parameter)) => whole_parameter(parameter, key.1),
+        (None, None) => return apply_want(t, &Want::Replicated),
+    };
+    origin.layout.iter().fold(whole, |w, op| op.apply(w))
+}
+
+/// Counts here what the communication thread counted for a gather; raises its panic.
+fn counted(done: &Receiver<Summed>) {
+    match done.recv() {
+        Ok(Ok(counts)) => stats::gathered_elsewhere(&counts),
+        Ok(Err(message)) => panic!("firemesh: gathering a parameter ahead of use: {message}"),
+        Err(_) => panic!("firemesh: the communication thread stopped"),
+    }
+}
+
+impl Session {
+    /// This step's parameter at place `index`, if it was registered.
+    fn parameter<B: Backend>(&self, index: u64) -> Option<F<B>> {
+        let state = locked(&self.state);
+        let parameter = state.parameters.get(&index)?;
+        parameter.downcast_ref::<F<B>>().cloned()
+    }
+
+    /// The gather of `key` issued ahead, if there is one.
+    fn take(&self, key: Key) -> Option<InFlight> {
+        let mut state = locked(&self.state);
+        let at = state.ahead.iter().position(|(k, _)| *k == key)?;
+        let (_, flight) = state.ahead.swap_remove(at);
+        state.bytes_ahead -= flight.bytes;
+        state.taken += 1;
+        Some(flight)
+    }
+
+    /// Records the gather of `key`, and issues the gathers that followed it in the last step:
+    /// the next one, and more until `ahead_bytes` are in flight.
+    fn issue_after<B: Backend>(&self, key: Key, mesh: &Mesh<B::Device>) {
+        let mut state = locked(&self.state);
+        let state = &mut *state;
+        state.seen.push(key);
+        let crossing = mesh.processes() == 1 || mesh.side_link().is_some();
+        if self.ahead_bytes == 0 || !crossing {
+            return;
+        }
+        let Some(at) = (state.cursor..state.order.len()).find(|&i| state.order[i] == key) else {
+            return;
+        };
+        state.cursor = at + 1;
+        for i in at + 1..state.order.len() {
+            let next = state.order[i];
+            if i > at + 1 && state.bytes_ahead >= self.ahead_bytes {
+                break;
+            }
+            if state.ahead.iter().any(|(k, _)| *k == next) {
+                continue;
+            }
+            let Some(parameter) = state.parameters.get(&next.0) else {
+                continue;
+            };
+            let Some(parameter) = parameter.downcast_ref::<F<B>>() else {
+                continue;
+            };
+            let flight = issue(parameter.clone(), next.1);
+            state.bytes_ahead += flight.bytes;
+            state.ahead.push((next, flight));
+        }
+    }
+}
+
+/// Gathers `parameter`, its blocks cast to `dtype`, on the communication thread.
+fn issue<B: Backend>(parameter: F<B>, dtype: DType) -> InFlight {
+    let bytes = parameter.shape().num_elements() * dtype.size();
+    let mesh = parameter.mesh.clone();
+    let (send, result) = channel();
+    let done = on_comm_thread(&mesh, move || {
+        let _span = tracing::debug_span!(target: "firemesh::comm", "parameter ahead").entered();
+        let whole: Box<dyn Any + Send> = Box::new(whole_parameter(parameter, dtype));
+        let _ = send.send(whole);
+    });
+    InFlight {
+        bytes,
+        result,
+        done,
+    }
+}
+
+/// `parameter` whole on every rank, in `dtype`: its blocks cast, then gathered.
+fn whole_parameter<B: Backend>(parameter: F<B>, dtype: DType) -> F<B> {
+    let blocks = match parameter.dtype() == dtype {
+        true => parameter,
+        false => {
+            let (parts, placement, mesh) = parameter.into_split();
+            let to = dtype.into();
+            let parts = parts.into_iter().map(|p| B::float_cast(p, to)).collect();
+            ShardedTensor::new(parts, placement, mesh)
+        }
+    };
+    debug_assert!(blocks.placement() != Placement::Replicated);
+    apply_want(blocks, &Want::Replicated)
+}
