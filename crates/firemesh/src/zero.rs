@@ -99,9 +99,10 @@ pub fn reduce_scatter_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     collectives
 }
 
-/// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block. On a
-/// mesh that is one process's share of a world, a gradient whose rows do not split into equal
-/// shares for the processes stays whole (`Replicated`): its parameter and state are not sharded.
+/// Slices every gradient of `module` in `grads` to `Shard(0)`: each rank keeps its block. A
+/// gradient whose rows do not split ([`splits`]: one row, or on a mesh that is one process's
+/// share of a world, rows that do not split into equal shares for the processes) stays whole
+/// (`Replicated`): its parameter and state are not sharded.
 pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
     module: &M,
     grads: &mut GradientsParams,
@@ -113,11 +114,9 @@ pub fn shard_gradients<B: Backend, M: AutodiffModule<Ad<B>>>(
                 // Shard(0) only: a gradient that came through an early bucket's blocks and a
                 // later op (a transpose of a tied weight) may be sharded along another dim, and
                 // `gather_parameters` gathers Shard(0) parameters.
-                let processes = g.device().processes();
-                let shareable = g.dims()[0].is_multiple_of(processes);
                 let g = match placement(&g) {
                     Placement::Shard(0) => g,
-                    _ if shareable => redistribute(g, Placement::Shard(0)),
+                    _ if splits(&g) => redistribute(g, Placement::Shard(0)),
                     _ => redistribute(g, Placement::Replicated),
                 };
                 self.0.register::<Sharded<B>, D>(param.id, g);
@@ -147,11 +146,11 @@ pub fn shard_parameters<B: Backend, M: AutodiffModule<Ad<B>>>(
                 return param;
             };
             let value = param.val().inner();
-            // A one-row parameter is not sliced (an op sees no sharded dim of length 1), nor
-            // one whose gradient came in other blocks than the even split (uneven early
-            // blocks): the update would gather the parameter again.
+            // A parameter whose rows do not split is not sliced (an op sees no sharded dim of
+            // length 1), nor one whose gradient came in other blocks than the even split
+            // (uneven early blocks): the update would gather the parameter again.
             let block = match placement(&value) {
-                Placement::Replicated if value.dims()[0] > 1 => {
+                Placement::Replicated if splits(&value) => {
                     let block = redistribute(value.clone(), Placement::Shard(0));
                     match blocks(&block) == blocks(&grad) {
                         true => block,

@@ -45,7 +45,7 @@ pub struct Sharding {
     pub stage: u8,
     /// ZeRO-3: gathers issued ahead of use, while the layers before them compute: the next
     /// layer's, and more until this many bytes are gathered ahead (as DeepSpeed's prefetch
-    /// bucket); `None`: each when its layer is reached (as firemesh gathers today).
+    /// bucket, and firemesh's `--gather-ahead-mib`); `None`: each when its layer is reached.
     pub prefetch: Option<u64>,
     /// Bytes of a gradient element in the profile's `grad_bytes` (4 for f32).
     pub grad_element_bytes: u64,

@@ -117,9 +117,10 @@ pub struct SimulateOptions {
     #[arg(long)]
     pub rank_threads: bool,
     /// ZeRO stages to compare, side by side: 0 (replicated), 1 (optimizer state sharded), 3
-    /// (parameters too; simulated twice: gathered when each layer is reached, as firemesh does
-    /// today, and prefetched: the next layer's gather, and more up to --bucket-mib of bytes,
-    /// issued while a layer computes). The first is the stage of the main table. Each
+    /// (parameters too; simulated twice: gathered when each layer is reached, as `firemesh
+    /// train --gather-ahead-mib 0` does, and ahead of use, as it does by default: the next
+    /// layer's gather, and more up to --gather-ahead-mib of bytes, issued while a layer
+    /// computes). The first is the stage of the main table. Each
     /// gets its memory per rank, checked against --gpu's memory.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub zero: Vec<u8>,

@@ -234,6 +234,12 @@ fn two_processes_of_two_ranks_train_as_one_process_of_four() {
         assert_eq!(s["ranks"], 4);
         assert!(s["routes"]["across-processes"].as_u64().unwrap() > 0, "{s}");
         assert!(s["early_gradient_collectives"].as_u64().unwrap() > 0, "{s}");
+        if job.contains("--zero 3") {
+            // Parameters gathered ahead of use, through the side communicator too: all but the
+            // step's first.
+            let gathers = s["parameter_gathers_per_step"].as_u64().unwrap();
+            assert_eq!(s["parameter_gathers_ahead_per_step"], gathers - 1, "{s}");
+        }
         let (want, got) = (losses(&one), losses(&two));
         assert_eq!(want.len(), 6);
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
