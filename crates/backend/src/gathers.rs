@@ -205,13 +205,14 @@ pub(crate) fn gathered<B: Backend>(t: F<B>) -> F<B> {
     session.issue_after::<B>(key, &t.mesh);
     let whole = match (flight, parameter) {
         (Some(flight), _) => {
-            let whole = flight
-                .result
-                .recv()
+            let ready = flight.result.try_recv();
+            let waited = ready.is_err();
+            let whole = ready
+                .or_else(|_| flight.result.recv())
                 .ok()
                 .and_then(|w| w.downcast::<F<B>>().ok());
             counted(&flight.done);
-            stats::parameter_gathered_ahead();
+            stats::parameter_gathered_ahead(waited);
             *whole.expect("a gather that failed panics in `counted`")
         }
         (None, Some(parameter)) => whole_parameter(parameter, key.1),

@@ -80,6 +80,9 @@ pub struct Counts {
     /// Of `parameter_gathers`, those issued ahead of use on the communication thread (while
     /// the ops before them ran) and taken by their op (`ParameterGathers`).
     pub parameter_gathers_ahead: u64,
+    /// Of `parameter_gathers_ahead`, those still under way when their op needed them (it
+    /// waited for the rest): the others were hidden whole behind the ops before them.
+    pub parameter_gathers_waited: u64,
     /// Gradient buckets summed during the backward pass
     /// (`EarlyBuckets`), counted where they were started. Their
     /// collectives are in `routes` too: they run on the communication thread and are counted
@@ -150,6 +153,7 @@ impl Counts {
         self.sums_reused += other.sums_reused;
         self.parameter_gathers += other.parameter_gathers;
         self.parameter_gathers_ahead += other.parameter_gathers_ahead;
+        self.parameter_gathers_waited += other.parameter_gathers_waited;
         self.early_buckets += other.early_buckets;
         self.early_comm_nanos += other.early_comm_nanos;
         self.early_wait_nanos += other.early_wait_nanos;
@@ -279,8 +283,12 @@ pub(crate) fn parameter_gathered() {
     record(|c| c.parameter_gathers += 1);
 }
 
-pub(crate) fn parameter_gathered_ahead() {
-    record(|c| c.parameter_gathers_ahead += 1);
+/// A gather taken from ahead; `waited`: it was not done when its op needed it.
+pub(crate) fn parameter_gathered_ahead(waited: bool) {
+    record(|c| {
+        c.parameter_gathers_ahead += 1;
+        c.parameter_gathers_waited += u64::from(waited);
+    });
 }
 
 /// Counts here what the communication thread counted for a parameter gathered ahead (it is in

@@ -143,9 +143,11 @@ fn print_summary(s: &Summary) {
     if s.parameter_gathers_per_step > 0 {
         println!(
             "  ZeRO-3: parameters gathered {} time(s) per step by the ops that read them ({} of \
-             them ahead of use); each rank stores {} parameter bytes",
+             them ahead of use, {} of these done before their op needed them); each rank stores \
+             {} parameter bytes",
             s.parameter_gathers_per_step,
             s.parameter_gathers_ahead_per_step,
+            s.parameter_gathers_ahead_per_step - s.parameter_gathers_waited_per_step,
             s.parameter_bytes_per_rank
                 .iter()
                 .map(usize::to_string)

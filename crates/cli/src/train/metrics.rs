@@ -235,6 +235,10 @@ pub struct Summary {
     /// step's).
     #[serde(default)]
     pub parameter_gathers_ahead_per_step: u64,
+    /// Of those, the ones still under way when their op needed them (the others were done:
+    /// hidden whole behind the ops before).
+    #[serde(default)]
+    pub parameter_gathers_waited_per_step: u64,
     pub resumed_from: Option<PathBuf>,
     pub last_checkpoint: Option<PathBuf>,
     pub charts: Vec<PathBuf>,

@@ -48,8 +48,10 @@ pub struct Tally {
     pub early_gradient_collectives: usize,
     /// The last step's gathers of sharded parameters by the ops that read them (ZeRO-3).
     pub parameter_gathers: u64,
-    /// Of those, the ones issued ahead of use on the communication thread.
+    /// Of those, the ones issued ahead of use on the communication thread, and of these the
+    /// ones not done when their op needed them.
     pub parameter_gathers_ahead: u64,
+    pub parameter_gathers_waited: u64,
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
     /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
@@ -79,6 +81,7 @@ impl Tally {
         self.early_gradient_collectives = report.early_gradient_collectives;
         self.parameter_gathers = counts.parameter_gathers;
         self.parameter_gathers_ahead = counts.parameter_gathers_ahead;
+        self.parameter_gathers_waited = counts.parameter_gathers_waited;
         self.fallbacks += counts.total_fallbacks();
         self.products_in_f32 = counts
             .products_in_f32

@@ -283,6 +283,7 @@ fn summarize<B: Backend>(
         early_gradient_collectives: tally.early_gradient_collectives,
         parameter_gathers_per_step: tally.parameter_gathers,
         parameter_gathers_ahead_per_step: tally.parameter_gathers_ahead,
+        parameter_gathers_waited_per_step: tally.parameter_gathers_waited,
         resumed_from: watch.checkpoints.resumed_from,
         last_checkpoint: watch.checkpoints.last,
         charts,
