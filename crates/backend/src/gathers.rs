@@ -153,12 +153,26 @@ impl ParameterGathers {
 
     /// Ends a step: waits for the gathers issued ahead that no op took (their counts join the
     /// calling thread's), forgets the step's parameters, and keeps the order of its gathers for
-    /// the next step. Returns how many of the step's gathers were taken from ahead.
+    /// the next step (a step that gathered nothing keeps the last order). Returns how many of
+    /// the step's gathers were taken from ahead.
     pub fn close(&self) -> usize {
+        self.end(true)
+    }
+
+    /// Starts a step: ends one left open (a step that failed half-way) without keeping its
+    /// order, which may stop short.
+    pub fn begin(&self) {
+        self.end(false);
+    }
+
+    fn end(&self, keep_order: bool) -> usize {
         let (unused, taken) = {
             let mut state = locked(&self.session.state);
             let state = &mut *state;
-            state.order = std::mem::take(&mut state.seen);
+            let seen = std::mem::take(&mut state.seen);
+            if keep_order && !seen.is_empty() {
+                state.order = seen;
+            }
             state.cursor = 0;
             state.parameters.clear();
             state.bytes_ahead = 0;

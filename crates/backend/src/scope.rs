@@ -48,9 +48,10 @@ impl StepScope {
     }
 
     /// As [`StepScope::set_gather_parameters`], with `gathers` issuing them ahead of use
-    /// (`None`: parameters are not gathered). The loop closes `gathers` after each step's
-    /// backward pass ([`ParameterGathers::close`]), and marks its parameters with their place
-    /// (`ShardedTensor::mark_parameter_at`) after entering the scope.
+    /// (`None`: parameters are not gathered). After entering the scope the loop begins the
+    /// step's gathers ([`ParameterGathers::begin`]) and marks its parameters with their place
+    /// (`ShardedTensor::mark_parameter_at`); it closes them after the backward pass
+    /// ([`ParameterGathers::close`]).
     pub fn set_parameter_gathers(&mut self, gathers: Option<ParameterGathers>) {
         self.gathers = gathers;
     }

@@ -353,6 +353,10 @@ where
             // The step's scope: its precision for the forward and backward passes, its early
             // buckets for the backward pass.
             let forward = sums.as_ref().map(|s| s.scope.enter());
+            // A step that failed half-way left its gathers open.
+            if let Some(gathers) = sums.as_ref().and_then(|s| s.scope.parameter_gathers()) {
+                gathers.begin();
+            }
             // Parameters are cast once per step, and gathered where the step reads them (some
             // ahead of use: marked inside the scope, which keeps them for its gathers).
             let model = match sums {

@@ -167,3 +167,40 @@ fn zero3_trains_the_tiny_gpt_as_the_replicated_optimizer() {
             .unwrap()
     });
 }
+
+/// A step whose loss fails after its forward pass gathered parameters leaves its gathers
+/// open; the next step closes them and trains as if it had not run: the same loss and
+/// parameters as a trainer that never ran it, its gathers ahead again from the step after.
+#[test]
+fn a_failed_step_leaves_the_gathers_ahead_as_they_were() {
+    let mesh = Mesh::replicate(FlexDevice, 3).unwrap();
+    let (_, model) = same_model(&ResNetConfig::tiny(10), &mesh);
+    let batch = |i: usize| {
+        let x = shard(images::<Ad>(10, 8, i, &mesh), 0).unwrap();
+        (x, shard_int(labels::<Ad>(10, i, &mesh), 0).unwrap())
+    };
+    let ok = |t: &mut Trainer<_, _, _>, i| {
+        t.step(|m| {
+            let (x, y) = batch(i);
+            Ok(step_loss(m, x, y))
+        })
+        .unwrap()
+    };
+    let mut failing = trainer(model.clone(), &mesh, 3, Precision::F32);
+    let mut plain = trainer(model, &mesh, 3, Precision::F32);
+    for i in 0..3 {
+        let (want, got) = (ok(&mut plain, i), ok(&mut failing, i));
+        assert_eq!(got.loss, want.loss);
+        let no_batch = std::io::Error::new(std::io::ErrorKind::NotFound, "no batch");
+        let failed = failing.step(|m| {
+            let (x, y) = batch(i);
+            let _ = step_loss(m, x, y);
+            Err(firemesh::Error::model(no_batch))
+        });
+        assert!(failed.is_err());
+        let ahead = got.counts.parameter_gathers_ahead;
+        assert_eq!(ahead, (got.counts.parameter_gathers - 1) * u64::from(i > 0));
+    }
+    let worst = largest_difference(&params(failing.model()), &params(plain.model()));
+    assert_eq!(worst, 0.0);
+}
