@@ -324,6 +324,7 @@ fn validate<B: Backend>(
                     handoff_s: None,
                 },
                 serial: true,
+                sharding: Default::default(),
             };
             predict(&profile, &scenario, n)
         };

@@ -23,9 +23,9 @@
 //! world the communication thread crosses them through the link's side channel, as early
 //! buckets do; where the link has none, every gather is made at use.
 
-use crate::backend::Sharded;
-use crate::kind::FloatKind;
+use crate::kind::{FloatKind, Kind};
 use crate::mesh::{locked, Mesh};
+use crate::origin::{Layout, Origin};
 use crate::placement::Placement;
 use crate::redistribute::apply_want;
 use crate::rules::Want;
@@ -33,63 +33,13 @@ use crate::runtime::armed::{self, MeshKey, Setting, Token};
 use crate::runtime::comm::{on_comm_thread, Summed};
 use crate::stats;
 use crate::tensor::ShardedTensor;
-use burn_backend::ops::FloatTensorOps;
-use burn_backend::{Backend, DType, Shape, TensorMetadata};
-use std::any::Any;
+use burn_backend::{Backend, DType, TensorMetadata};
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 
 type F<B> = ShardedTensor<B, FloatKind>;
-
-/// A layout op that keeps a sharded parameter sharded (`crate::autocast::moved`).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Layout {
-    Transpose,
-    SwapDims(usize, usize),
-    Permute(Vec<usize>),
-    Reshape(Shape),
-}
-
-impl Layout {
-    /// The op on a whole (not sharded) tensor.
-    fn apply<B: Backend>(&self, t: F<B>) -> F<B> {
-        match self {
-            Layout::Transpose => Sharded::<B>::float_transpose(t),
-            Layout::SwapDims(a, b) => Sharded::<B>::float_swap_dims(t, *a, *b),
-            Layout::Permute(axes) => Sharded::<B>::float_permute(t, axes),
-            Layout::Reshape(shape) => Sharded::<B>::float_reshape(t, shape.clone()),
-        }
-    }
-}
-
-/// Which parameter a tensor is, or which view of it: the parameter's place in its model, and
-/// the layout ops that made the view from it (a cast changes the dtype only, and casting
-/// commutes with moving values, so a cast keeps its operand's origin).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Origin {
-    index: u64,
-    layout: Vec<Layout>,
-}
-
-impl Origin {
-    pub(crate) fn parameter(index: u64) -> Self {
-        Self {
-            index,
-            layout: Vec::new(),
-        }
-    }
-
-    /// The origin of `op` applied to a tensor of this origin.
-    pub(crate) fn then(&self, op: Layout) -> Self {
-        let mut layout = self.layout.clone();
-        layout.push(op);
-        Self {
-            index: self.index,
-            layout,
-        }
-    }
-}
 
 /// A parameter gathered in a dtype: its place in its model and the dtype.
 type Key = (u64, DType);
@@ -232,7 +182,51 @@ pub(crate) fn gathered<B: Backend>(t: F<B>) -> F<B> {
         (None, Some(parameter)) => whole_parameter(parameter, key.1),
         (None, None) => return apply_want(t, &Want::Replicated),
     };
-    origin.layout.iter().fold(whole, |w, op| op.apply(w))
+    origin.layout.iter().fold(whole, |w, op| replayed(op, w))
+}
+
+/// [`gathered`] for a tensor of any kind: only float tensors are parameters with an origin.
+pub(crate) fn gathered_parameter<B: Backend, K: Kind<B>>(
+    t: ShardedTensor<B, K>,
+) -> ShardedTensor<B, K> {
+    if TypeId::of::<K>() != TypeId::of::<FloatKind>() {
+        return apply_want(t, &Want::Replicated);
+    }
+    let float: Box<dyn Any> = Box::new(t);
+    let float = float.downcast::<F<B>>().expect("a float tensor");
+    let out: Box<dyn Any> = Box::new(gathered(*float));
+    *out.downcast::<ShardedTensor<B, K>>()
+        .expect("the operand's kind")
+}
+
+/// Layout op `op` on `t`, whole on every rank: the op on each rank's part, as the placement
+/// rules run it on a `Replicated` tensor.
+fn replayed<B: Backend>(op: &Layout, t: F<B>) -> F<B> {
+    let (parts, placement, mesh) = t.into_split();
+    debug_assert_eq!(placement, Placement::Replicated);
+    let parts = parts
+        .into_iter()
+        .map(|p| match op {
+            Layout::Transpose => B::float_transpose(p),
+            Layout::SwapDims(a, b) => B::float_swap_dims(p, *a, *b),
+            Layout::Permute(axes) => B::float_permute(p, axes),
+            Layout::Reshape(shape) => B::float_reshape(p, shape.clone()),
+        })
+        .collect();
+    ShardedTensor::new(parts, placement, mesh)
+}
+
+impl<B: Backend> ShardedTensor<B, FloatKind> {
+    /// [`ShardedTensor::mark_parameter`], for the parameter at place `index` of its model (the
+    /// order a module visits its parameters: the same at every step). Under ZeRO-3 the step's
+    /// gathers of it are then issued ahead of use, in the order the step before needed them
+    /// (`StepScope::set_parameter_gathers`): the gathers the calling thread armed on this mesh
+    /// keep it for this step. firemesh's `Trainer` marks its model so before every step.
+    pub fn mark_parameter_at(&mut self, index: u64) {
+        self.mark_parameter();
+        self.set_origin(Some(Arc::new(Origin::parameter(index))));
+        register(self, index);
+    }
 }
 
 /// Counts here what the communication thread counted for a gather; raises its panic.

@@ -22,16 +22,6 @@ pub trait Kind<B: Backend>: Send + Sync + 'static {
     /// empty block (a dim of `shape` is 0).
     fn zeros(like: &Self::P, shape: Shape, device: &B::Device) -> Self::P;
 
-    /// A sharded parameter (or view of one) gathered whole for the op that reads it (ZeRO-3,
-    /// `exec/operands.rs`); float parameters may have been gathered ahead (`gathers.rs`).
-    #[doc(hidden)]
-    fn gather_parameter(t: crate::ShardedTensor<B, Self>) -> crate::ShardedTensor<B, Self>
-    where
-        Self: Sized,
-    {
-        crate::redistribute::apply_want(t, &crate::rules::Want::Replicated)
-    }
-
     /// `p` on `device`: free when it is there already, through host memory otherwise (Burn 0.21
     /// cannot copy between two wgpu devices).
     fn move_to(p: Self::P, device: &B::Device) -> Self::P {
@@ -69,9 +59,6 @@ fn never_partial(kind: &str) -> ! {
 impl<B: Backend> Kind<B> for FloatKind {
     type P = B::FloatTensorPrimitive;
     const NAME: &'static str = "float";
-    fn gather_parameter(t: crate::ShardedTensor<B, Self>) -> crate::ShardedTensor<B, Self> {
-        crate::gathers::gathered(t)
-    }
     fn device(p: &Self::P) -> B::Device {
         B::float_device(p)
     }

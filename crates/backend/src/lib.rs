@@ -24,6 +24,7 @@ mod gathers;
 pub mod kind;
 mod mesh;
 mod ops;
+mod origin;
 mod part;
 mod pending;
 mod placement;

@@ -2,9 +2,9 @@
 //! no op has used yet (see `draw.rs`). Reading a tensor never changes it: pending draws
 //! are taken in one place, [`ShardedTensor::drawn`], which the executor calls.
 
-use crate::gathers::Origin;
-use crate::kind::{FloatKind, Kind};
+use crate::kind::Kind;
 use crate::mesh::Mesh;
+use crate::origin::Origin;
 use crate::part::Part;
 use crate::pending::Pending;
 use crate::placement::Placement;
@@ -342,19 +342,6 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     fn first_ready(&self) -> &K::P {
         self.first_part()
             .expect("firemesh: internal error: rank 0's part is computed where it is issued")
-    }
-}
-
-impl<B: Backend> ShardedTensor<B, FloatKind> {
-    /// [`ShardedTensor::mark_parameter`], for the parameter at place `index` of its model (the
-    /// order a module visits its parameters: the same at every step). Under ZeRO-3 the step's
-    /// gathers of it are then issued ahead of use, in the order the step before needed them
-    /// (`StepScope::set_parameter_gathers`): the gathers the calling thread armed on this mesh
-    /// keep it for this step. firemesh's `Trainer` marks its model so before every step.
-    pub fn mark_parameter_at(&mut self, index: u64) {
-        self.mark_parameter();
-        self.origin = Some(Arc::new(Origin::parameter(index)));
-        crate::gathers::register(self, index);
     }
 }
 

@@ -37,9 +37,9 @@ mod cube_convs;
 pub use convs::{Conv2dOp, NarrowConvs};
 pub use cube_convs::ImplicitGemmConvs;
 
-use crate::gathers::Layout;
 use crate::kind::FloatKind;
 use crate::mesh::Mesh;
+use crate::origin::Layout;
 use crate::placement::Placement;
 use crate::runtime::armed;
 use crate::tensor::ShardedTensor;

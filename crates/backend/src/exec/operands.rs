@@ -58,7 +58,7 @@ impl<B: Backend, K: Kind<B>> Operand<B> for ShardedTensor<B, K> {
             return t;
         }
         crate::stats::parameter_gathered();
-        K::gather_parameter(t)
+        crate::gathers::gathered_parameter(t)
     }
     fn metas(&self, out: &mut Vec<Meta>) {
         out.push(Meta::of(self));

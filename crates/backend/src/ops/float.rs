@@ -2,9 +2,9 @@
 
 use crate::autocast::moved;
 use crate::exec::{run, run_twice};
-use crate::gathers::Layout;
 use crate::kind::FloatKind;
 use crate::ops::{arg_extreme, extreme_with_indices};
+use crate::origin::Layout;
 use crate::placement::Placement;
 use crate::rules::elementwise::Linear;
 use crate::rules::Rank;

@@ -15,7 +15,7 @@
 /// element type (`crate::autocast::convs`).
 /// `moves $rule, $layout`: a layout op of one float tensor that permutes its dims, which a tensor
 /// held narrow goes through as it is held, and a sharded parameter sharded
-/// (`crate::autocast::moved`); `$layout` names it (`crate::gathers::Layout`) for the view's
+/// (`crate::autocast::moved`); `$layout` names it (`crate::origin::Layout`) for the view's
 /// origin.
 macro_rules! by_rule {
     ($inner:ident, autocast $rule:expr => $then:expr; $($body:tt)*) => {

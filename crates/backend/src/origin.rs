@@ -1,0 +1,41 @@
+//! Which parameter a tensor comes from: ZeRO-3's gathers ahead of use (`gathers.rs`) gather
+//! a parameter and make the view an op reads again from the gathered copy.
+
+use burn_backend::Shape;
+
+/// A layout op that keeps a sharded parameter sharded (`crate::autocast::moved`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Layout {
+    Transpose,
+    SwapDims(usize, usize),
+    Permute(Vec<usize>),
+    Reshape(Shape),
+}
+
+/// Which parameter a tensor is, or which view of it: the parameter's place in its model, and
+/// the layout ops that made the view from it (a cast changes the dtype only, and casting
+/// commutes with moving values, so a cast keeps its operand's origin).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Origin {
+    pub(crate) index: u64,
+    pub(crate) layout: Vec<Layout>,
+}
+
+impl Origin {
+    pub(crate) fn parameter(index: u64) -> Self {
+        Self {
+            index,
+            layout: Vec::new(),
+        }
+    }
+
+    /// The origin of `op` applied to a tensor of this origin.
+    pub(crate) fn then(&self, op: Layout) -> Self {
+        let mut layout = self.layout.clone();
+        layout.push(op);
+        Self {
+            index: self.index,
+            layout,
+        }
+    }
+}
