@@ -65,8 +65,9 @@ struct State {
     seen: Vec<Key>,
     /// Where this step has got to in `order`.
     cursor: usize,
-    /// This step's parameters by place (each an `F<B>`), registered as they are marked.
-    parameters: HashMap<u64, Box<dyn Any + Send>>,
+    /// This step's parameters by place, each with its mark (`Origin::mark`) and as an `F<B>`,
+    /// registered as they are marked (the last marked at a place).
+    parameters: HashMap<u64, (u64, Box<dyn Any + Send>)>,
     /// Gathers issued ahead, not taken yet.
     ahead: Vec<(Key, InFlight)>,
     bytes_ahead: usize,
@@ -74,9 +75,10 @@ struct State {
     taken: usize,
 }
 
-/// A gather issued ahead: its bytes (whole, on one rank), the gathered `F<B>` when it is there,
-/// and what the communication thread counted.
+/// A gather issued ahead: the mark of the parameter gathered, its bytes (whole, on one rank),
+/// the gathered `F<B>` when it is there, and what the communication thread counted.
 struct InFlight {
+    mark: u64,
     bytes: usize,
     result: Receiver<Box<dyn Any + Send>>,
     done: Receiver<Summed>,
@@ -139,13 +141,13 @@ impl ParameterGathers {
     }
 }
 
-/// Keeps parameter `t` (at place `index` of its model) for the gathers the calling thread armed
-/// on its mesh, if any, for the rest of their step.
-pub(crate) fn register<B: Backend>(t: &F<B>, index: u64) {
+/// Keeps parameter `t` (at place `index` of its model, marked `mark`) for the gathers the
+/// calling thread armed on its mesh, if any, for the rest of their step.
+pub(crate) fn register<B: Backend>(t: &F<B>, index: u64, mark: u64) {
     if let Some(session) = session_of(&t.mesh) {
         locked(&session.state)
             .parameters
-            .insert(index, Box::new(t.clone()));
+            .insert(index, (mark, Box::new(t.clone())));
     }
 }
 
@@ -158,14 +160,15 @@ fn session_of<D>(mesh: &Mesh<D>) -> Option<Arc<Session>> {
 /// parameter gathered (taken from ahead where it was gathered so, else now) and moved as `t`
 /// was made from it; the next gathers are issued ahead. Either way the op gets the same
 /// tensor, values and layout, as a replicated parameter's view. A tensor whose parameter these
-/// gathers do not hold is gathered from its own blocks.
+/// gathers do not hold (not marked in this step, or another model's at the same place) is
+/// gathered from its own blocks.
 pub(crate) fn gathered<B: Backend>(t: F<B>) -> F<B> {
     let (Some(session), Some(origin)) = (session_of(&t.mesh), t.origin().cloned()) else {
         return apply_want(t, &Want::Replicated);
     };
     let key = (origin.index, t.dtype());
-    let flight = session.take(key);
-    let parameter = session.parameter::<B>(origin.index);
+    let flight = session.take(key, origin.mark);
+    let parameter = session.parameter::<B>(origin.index, origin.mark);
     session.issue_after::<B>(key, &t.mesh);
     let whole = match (flight, parameter) {
         (Some(flight), _) => {
@@ -182,7 +185,11 @@ pub(crate) fn gathered<B: Backend>(t: F<B>) -> F<B> {
         (None, Some(parameter)) => whole_parameter(parameter, key.1),
         (None, None) => return apply_want(t, &Want::Replicated),
     };
-    origin.layout.iter().fold(whole, |w, op| replayed(op, w))
+    let view = origin.layout.iter().fold(whole, |w, op| replayed(op, w));
+    match view.shape() == t.shape() {
+        true => view,
+        false => apply_want(t, &Want::Replicated),
+    }
 }
 
 /// [`gathered`] for a tensor of any kind: only float tensors are parameters with an origin.
@@ -224,8 +231,10 @@ impl<B: Backend> ShardedTensor<B, FloatKind> {
     /// keep it for this step. firemesh's `Trainer` marks its model so before every step.
     pub fn mark_parameter_at(&mut self, index: u64) {
         self.mark_parameter();
-        self.set_origin(Some(Arc::new(Origin::parameter(index))));
-        register(self, index);
+        let origin = Origin::parameter(index);
+        let mark = origin.mark;
+        self.set_origin(Some(Arc::new(origin)));
+        register(self, index, mark);
     }
 }
 
@@ -239,17 +248,19 @@ fn counted(done: &Receiver<Summed>) {
 }
 
 impl Session {
-    /// This step's parameter at place `index`, if it was registered.
-    fn parameter<B: Backend>(&self, index: u64) -> Option<F<B>> {
+    /// This step's parameter at place `index`, if the one registered there is marked `mark`.
+    fn parameter<B: Backend>(&self, index: u64, mark: u64) -> Option<F<B>> {
         let state = locked(&self.state);
-        let parameter = state.parameters.get(&index)?;
-        parameter.downcast_ref::<F<B>>().cloned()
+        let (registered, parameter) = state.parameters.get(&index)?;
+        (*registered == mark)
+            .then(|| parameter.downcast_ref::<F<B>>().cloned())
+            .flatten()
     }
 
-    /// The gather of `key` issued ahead, if there is one.
-    fn take(&self, key: Key) -> Option<InFlight> {
+    /// The gather of `key` issued ahead for the parameter marked `mark`, if there is one.
+    fn take(&self, key: Key, mark: u64) -> Option<InFlight> {
         let mut state = locked(&self.state);
-        let at = state.ahead.iter().position(|(k, _)| *k == key)?;
+        let at = (state.ahead.iter()).position(|(k, f)| *k == key && f.mark == mark)?;
         let (_, flight) = state.ahead.swap_remove(at);
         state.bytes_ahead -= flight.bytes;
         state.taken += 1;
@@ -259,13 +270,13 @@ impl Session {
     /// Records the gather of `key`, and issues the gathers that followed it in the last step:
     /// the next one, and more until `ahead_bytes` are in flight.
     fn issue_after<B: Backend>(&self, key: Key, mesh: &Mesh<B::Device>) {
-        let mut state = locked(&self.state);
-        let state = &mut *state;
-        state.seen.push(key);
         let crossing = mesh.processes() == 1 || mesh.side_link().is_some();
         if self.ahead_bytes == 0 || !crossing {
             return;
         }
+        let mut state = locked(&self.state);
+        let state = &mut *state;
+        state.seen.push(key);
         let Some(at) = (state.cursor..state.order.len()).find(|&i| state.order[i] == key) else {
             return;
         };
@@ -278,21 +289,21 @@ impl Session {
             if state.ahead.iter().any(|(k, _)| *k == next) {
                 continue;
             }
-            let Some(parameter) = state.parameters.get(&next.0) else {
+            let Some((mark, parameter)) = state.parameters.get(&next.0) else {
                 continue;
             };
             let Some(parameter) = parameter.downcast_ref::<F<B>>() else {
                 continue;
             };
-            let flight = issue(parameter.clone(), next.1);
+            let flight = issue(parameter.clone(), next.1, *mark);
             state.bytes_ahead += flight.bytes;
             state.ahead.push((next, flight));
         }
     }
 }
 
-/// Gathers `parameter`, its blocks cast to `dtype`, on the communication thread.
-fn issue<B: Backend>(parameter: F<B>, dtype: DType) -> InFlight {
+/// Gathers `parameter` (marked `mark`), its blocks cast to `dtype`, on the communication thread.
+fn issue<B: Backend>(parameter: F<B>, dtype: DType, mark: u64) -> InFlight {
     let bytes = parameter.shape().num_elements() * dtype.size();
     let mesh = parameter.mesh.clone();
     let (send, result) = channel();
@@ -302,6 +313,7 @@ fn issue<B: Backend>(parameter: F<B>, dtype: DType) -> InFlight {
         let _ = send.send(whole);
     });
     InFlight {
+        mark,
         bytes,
         result,
         done,

@@ -2,6 +2,7 @@
 //! a parameter and make the view an op reads again from the gathered copy.
 
 use burn_backend::Shape;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A layout op that keeps a sharded parameter sharded (`crate::autocast::moved`).
 #[derive(Debug, Clone, PartialEq)]
@@ -18,13 +19,19 @@ pub(crate) enum Layout {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Origin {
     pub(crate) index: u64,
+    /// Which marking of a parameter at that place: another model's parameter at the same
+    /// place, or the same parameter marked at another step, has another.
+    pub(crate) mark: u64,
     pub(crate) layout: Vec<Layout>,
 }
 
 impl Origin {
+    /// A parameter at place `index`, newly marked.
     pub(crate) fn parameter(index: u64) -> Self {
+        static MARKS: AtomicU64 = AtomicU64::new(0);
         Self {
             index,
+            mark: MARKS.fetch_add(1, Ordering::Relaxed),
             layout: Vec::new(),
         }
     }
@@ -35,6 +42,7 @@ impl Origin {
         layout.push(op);
         Self {
             index: self.index,
+            mark: self.mark,
             layout,
         }
     }

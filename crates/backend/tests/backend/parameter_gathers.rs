@@ -95,3 +95,32 @@ fn parameters_are_gathered_ahead_in_the_last_steps_order() {
         }
     }
 }
+
+/// Two models' parameters at the same place (both marked from 0), read in one step: each op
+/// gets its own parameter, gathered ahead or at use, as replicated parameters give.
+#[test]
+fn parameters_of_two_models_at_the_same_place_stay_apart() {
+    let mesh = mesh(3);
+    let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
+    let whole = |seed| lift::<S, 2>(&rand([7, 5], seed), &mesh, Layout::Replicated);
+    let want: Vec<TensorData> = [3, 5]
+        .map(|seed| x.clone().matmul(whole(seed)).into_data())
+        .into();
+    for ahead in [0, 1 << 20] {
+        let gathers = ParameterGathers::new(ahead);
+        let mut scope = StepScope::new(&mesh);
+        scope.set_parameter_gathers(Some(gathers.clone()));
+        for step in 0..3 {
+            let entered = scope.enter();
+            gathers.begin();
+            let (a, b) = (
+                parameter([7, 5], 3, 0, &mesh),
+                parameter([7, 5], 5, 0, &mesh),
+            );
+            let got: Vec<TensorData> = [a, b].map(|w| x.clone().matmul(w).into_data()).into();
+            drop(entered);
+            gathers.close();
+            assert_eq!(got, want, "ahead {ahead} step {step}");
+        }
+    }
+}

@@ -483,7 +483,19 @@ fn plan_stages(
                 stage,
                 prefetch,
                 predictions: firemesh_simulate::sweep(profile, &s, &o.ranks),
-                memory: o.ranks.iter().map(|&n| estimate(n, stage)).collect(),
+                // Gathered ahead: up to `ahead` bytes of whole parameters more per rank.
+                memory: (o.ranks.iter())
+                    .map(|&n| {
+                        let extra = match (prefetch && n > 1, ahead) {
+                            (true, Some(bytes)) => bytes as f64,
+                            _ => 0.0,
+                        };
+                        estimate(n, stage).map(|m| PerRank {
+                            parameters: m.parameters + extra,
+                            ..m
+                        })
+                    })
+                    .collect(),
             }
         })
         .collect()

@@ -160,6 +160,8 @@ fn zero_stages_are_compared_with_their_memory() {
         whole / 8.0 + 4.0 * 50_257.0 * 768.0
     );
     assert_eq!(memory(2, "activations"), memory(0, "activations"));
+    // Gathered ahead: up to a bucket (the default --gather-ahead-mib) more per rank.
+    assert_eq!(memory(3, "parameters"), memory(2, "parameters") + bucket);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
