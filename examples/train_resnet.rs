@@ -161,13 +161,16 @@ fn dataset(args: &Args) -> Result<(Images, usize), Box<dyn Error>> {
     })
 }
 
+/// Images and labels of one batch.
+type Batch<A> = (Tensor<A, 4>, Tensor<A, 1, Int>);
+
 /// The images at `indices` as one batch sharded over the mesh: rank `r` holds the `r`-th
 /// share, made on its own device.
 fn on_mesh<A: firemesh_backend::MeshBackend>(
     mesh: &Mesh<burn::tensor::Device<A::Inner>>,
     images: &dyn Dataset<ImageItem>,
     indices: &[usize],
-) -> Result<(Tensor<A, 4>, Tensor<A, 1, Int>), Box<dyn Error>> {
+) -> Result<Batch<A>, Box<dyn Error>> {
     let parts = shard_image_batch::<A::Inner, _>(images, indices, mesh.devices())?;
     let (x, y): (Vec<_>, Vec<_>) = parts.into_iter().map(|b| (b.images, b.labels)).unzip();
     Ok((from_shards(mesh, x, 0)?, from_shards_int(mesh, y, 0)?))

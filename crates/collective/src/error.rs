@@ -53,6 +53,15 @@ pub enum CollectiveError {
         "reduce-scatter parts {parts:?} must be one per rank and add up to the {len} elements"
     )]
     BadPartition { parts: Vec<usize>, len: usize },
+    #[error(
+        "all-gather places {places:?} must be one list per rank, as long as its shard \
+         ({lens:?} elements), inside the result's {len} elements and not overlapping"
+    )]
+    BadPlaces {
+        places: Vec<Vec<std::ops::Range<usize>>>,
+        lens: Vec<usize>,
+        len: usize,
+    },
     #[error("root rank {root} is outside the group of {ranks} ranks")]
     BadRoot { root: usize, ranks: usize },
     #[error("rank index {rank} is outside the group of {ranks} ranks")]

@@ -9,6 +9,7 @@ use crate::{
     error::{catch_runtime, try_runtime},
     CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result,
 };
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 /// N ranks, each a device of the CubeCL runtime `R`, with the transport between them.
@@ -250,10 +251,16 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         handoff.finish(out, |r| self.wait(r))
     }
 
-    fn all_gather(&self, shards: &[DeviceBuffer<R>]) -> Result<Vec<DeviceBuffer<R>>> {
+    fn all_gather_placed(
+        &self,
+        shards: &[DeviceBuffer<R>],
+        places: &[Vec<Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(shards, false)?;
         let handoff = self.handoff(shards);
-        let out = algorithms::all_gather(&self.fabric(dtype), shards.to_vec(), &self.config);
+        let f = self.fabric(dtype);
+        let out = algorithms::all_gather_placed(&f, shards.to_vec(), places, len, &self.config);
         handoff.finish(out, |r| self.wait(r))
     }
 

@@ -74,7 +74,26 @@ pub trait Collectives: Send + Sync + 'static {
         parts: &[usize],
     ) -> Result<Vec<Self::Buf>>;
     /// Concatenate the shards (lengths may differ) in rank order, on every rank.
-    fn all_gather(&self, shards: &[Self::Buf]) -> Result<Vec<Self::Buf>>;
+    fn all_gather(&self, shards: &[Self::Buf]) -> Result<Vec<Self::Buf>> {
+        let lens: Vec<usize> = shards.iter().map(|b| self.buf_len(b)).collect();
+        let places: Vec<_> = algorithms::ranges_from_lens(&lens)
+            .into_iter()
+            .map(|part| vec![part])
+            .collect();
+        self.all_gather_placed(shards, &places, lens.iter().sum())
+    }
+    /// Every rank's shard on every rank, in one buffer of `len` elements laid out by
+    /// `places`: `places[r]` are the ranges of the result that rank r's shard fills, its
+    /// elements in order; they do not overlap (else `BadPlaces`), and elements no place
+    /// covers (padding) are left unspecified. A shard of several tensors' row blocks lands
+    /// each block inside its tensor, so that the gathered tensors lie whole one after
+    /// another, each a view of the one buffer.
+    fn all_gather_placed(
+        &self,
+        shards: &[Self::Buf],
+        places: &[Vec<std::ops::Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Self::Buf>>;
     /// Copy the root's buffer into every rank's buffer, in place.
     fn broadcast(&self, bufs: &mut [Self::Buf], root: usize) -> Result<()>;
 }

@@ -6,6 +6,7 @@ use crate::fabric::{portable::PortableFabric, Fabric};
 use crate::stream::{self, DeviceStream, Handoff};
 use crate::{algorithms, CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result};
 use burn_tensor::{backend::Backend, Tensor};
+use std::ops::Range;
 
 /// N ranks, each a device of the Burn backend `B`; buffers are 1-D float tensors.
 pub struct PortableGroup<B: Backend> {
@@ -144,11 +145,16 @@ impl<B: Backend> Collectives for PortableGroup<B> {
         })
     }
 
-    fn all_gather(&self, shards: &[Tensor<B, 1>]) -> Result<Vec<Tensor<B, 1>>> {
+    fn all_gather_placed(
+        &self,
+        shards: &[Tensor<B, 1>],
+        places: &[Vec<Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Tensor<B, 1>>> {
         let f = self.fabric(shards, false)?;
         DeviceStream::run(|| {
             let handoff = self.handoff(shards);
-            let out = algorithms::all_gather(&f, shards.to_vec(), &self.config);
+            let out = algorithms::all_gather_placed(&f, shards.to_vec(), places, len, &self.config);
             handoff.finish(out, |r| self.wait(r))
         })
     }

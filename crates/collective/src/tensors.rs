@@ -41,6 +41,21 @@ pub trait TensorCollectives<B: Backend>: TensorBridge<B> {
         })
     }
 
+    /// Flat shards gathered into one flat tensor of `len` elements per rank, laid out by
+    /// `places` ([`Collectives::all_gather_placed`]).
+    fn all_gather_placed_tensors(
+        &self,
+        shards: Vec<Tensor<B, 1>>,
+        places: &[Vec<std::ops::Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Tensor<B, 1>>> {
+        handed_over(shards, |shards| {
+            let bufs = self.flatten(shards)?;
+            let out = self.all_gather_placed(&bufs, places, len)?;
+            Ok(self.unflatten(out, |_| [len]))
+        })
+    }
+
     /// Reduce tensors of one shape and give rank r its block of rows `shard_ranges(dim0, N)[r]`.
     fn reduce_scatter_tensors<const D: usize>(
         &self,

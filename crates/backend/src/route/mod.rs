@@ -19,11 +19,15 @@ use burn_backend::{Backend, Shape, Slice, TensorMetadata, TensorPrimitive};
 use burn_tensor::Tensor;
 use firemesh_collective::{CollectiveError, PortableGroup, ReduceOp, TensorCollectives};
 use std::any::{Any, TypeId};
+use std::ops::Range;
 use std::sync::Arc;
 
 pub use crate::stats::Route;
 
 mod in_world;
+mod placed;
+
+pub(crate) use placed::gather_placed;
 
 /// Which ranks need the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +48,15 @@ fn comm_span(kind: &'static str, ranks: usize, elements: usize) -> tracing::span
 pub trait MeshCollectives<B: Backend>: Send + Sync + 'static {
     fn sum(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
     fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
+    /// Every rank's part on every rank, in one flat tensor of `len` elements laid out by
+    /// `places`: `places[r]` are the ranges rank r's part fills, its elements in order, not
+    /// overlapping (`firemesh_collective::Collectives::all_gather_placed`).
+    fn gather_placed(
+        &self,
+        parts: Vec<Tensor<B, 1>>,
+        places: &[Vec<Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Tensor<B, 1>>, CollectiveError>;
     /// Rank r receives `lens[r]` elements of the sum, after those of the ranks before it.
     fn reduce_scatter(
         &self,
@@ -58,6 +71,14 @@ impl<B: Backend, G: TensorCollectives<B> + Send + Sync + 'static> MeshCollective
     }
     fn gather(&self, parts: Vec<Tensor<B, 1>>) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
         self.all_gather_tensors(parts)
+    }
+    fn gather_placed(
+        &self,
+        parts: Vec<Tensor<B, 1>>,
+        places: &[Vec<Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Tensor<B, 1>>, CollectiveError> {
+        self.all_gather_placed_tensors(parts, places, len)
     }
     fn reduce_scatter(
         &self,

@@ -38,7 +38,10 @@ struct Entry {
 /// What an armed setting owns while it is in force, each value beside the owner it serves
 /// (held weakly): dropped with its [`Token`], or once its owner is gone.
 #[derive(Default)]
-struct Kept(Mutex<Vec<(Weak<dyn Any + Send + Sync>, Box<dyn Any + Send>)>>);
+struct Kept(Mutex<Vec<KeptValue>>);
+
+/// A kept value and the owner it serves.
+type KeptValue = (Weak<dyn Any + Send + Sync>, Box<dyn Any + Send>);
 
 thread_local! {
     /// What this thread armed, innermost last.

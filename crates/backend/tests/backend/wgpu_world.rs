@@ -50,6 +50,15 @@ impl MeshCollectives<Wgpu> for Counted {
         self.tally.count(|c| c.gathers += 1);
         self.group.gather(parts)
     }
+    fn gather_placed(
+        &self,
+        parts: Vec<Flat>,
+        places: &[Vec<std::ops::Range<usize>>],
+        len: usize,
+    ) -> Result<Vec<Flat>, CollectiveError> {
+        self.tally.count(|c| c.gathers += 1);
+        self.group.gather_placed(parts, places, len)
+    }
     fn reduce_scatter(
         &self,
         parts: Vec<Flat>,

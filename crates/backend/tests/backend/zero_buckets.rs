@@ -180,3 +180,146 @@ fn across_processes_a_bucket_reduce_scatters_to_the_bits_of_the_whole_sum() {
         }
     });
 }
+
+/// A bucket of `Shard(0)` tensors (uneven blocks, an empty last block, three shapes) gathered
+/// on the CPU mesh, where the ranks share one device: the bits of each tensor gathered alone,
+/// each tensor's blocks joined once into a buffer of its own size that every rank shares (no
+/// buffer per rank, no bucket buffer cut up after).
+#[test]
+fn on_one_device_each_gathered_tensor_is_one_buffer_the_ranks_share() {
+    let mesh = mesh(3);
+    let (a, b, c) = (rand([7, 5], 11), rand([4, 3, 2], 12), rand([5, 2], 13));
+    let bucket = vec![
+        sharded(&a, &mesh, Layout::Shard(0)),
+        sharded(&b, &mesh, Layout::ShardEmptyLast(0)),
+        sharded(&c, &mesh, Layout::Shard(0)),
+    ];
+    let alone = vec![
+        gathered_alone::<2>(bucket[0].clone()),
+        gathered_alone::<3>(bucket[1].clone()),
+        gathered_alone::<2>(bucket[2].clone()),
+    ];
+    let (gathered, collectives) = gather_in_buckets::<Ref>(bucket, 1 << 20);
+    assert_eq!(collectives, 1);
+    let want = [a.to_data(), b.to_data(), c.to_data()];
+    for (i, (got, alone)) in gathered.into_iter().zip(alone).enumerate() {
+        let (buffers, got, alone) = match i {
+            1 => (
+                buffers::<3>(got.clone()),
+                value::<3>(got),
+                value::<3>(alone),
+            ),
+            _ => (
+                buffers::<2>(got.clone()),
+                value::<2>(got),
+                value::<2>(alone),
+            ),
+        };
+        for (rank, buffer) in buffers.iter().enumerate() {
+            assert!(
+                std::sync::Arc::ptr_eq(buffer, &buffers[0]),
+                "tensor {i}, rank {rank}: a buffer of its own"
+            );
+        }
+        assert_eq!(buffers[0].len(), want[i].num_elements() * 4, "tensor {i}");
+        assert_eq!(got, alone, "tensor {i}: not the bits of its own gather");
+        assert_eq!(got, want[i], "tensor {i}");
+    }
+}
+
+/// Each rank's buffer under `t`.
+fn buffers<const D: usize>(t: F) -> Vec<std::sync::Arc<burn::tensor::Bytes>> {
+    let t = Tensor::<S, D>::from_primitive(TensorPrimitive::Float(t));
+    (firemesh_backend::shards(t).into_iter())
+        .map(|p| p.into_primitive().tensor().data_arc())
+        .collect()
+}
+
+/// The same kind of bucket on wgpu clients gathered through the CubeCL group's placed
+/// all-gather: one collective, the bits of each tensor gathered alone, and each tensor whose
+/// bytes are a multiple of the 512-byte alignment a view of the bucket's buffer at its aligned
+/// offset (a 140-byte tensor is copied out of it: Burn's slice makes a view only of aligned
+/// ends). Then in a world of 3 processes of 2 CPU ranks (gathered rank after rank across the
+/// processes, then joined per tensor): the bits of each tensor gathered alone.
+#[test]
+fn a_bucket_gathers_in_place_through_the_group_and_across_processes() {
+    use burn_wgpu::Wgpu;
+    use firemesh_backend::{shard, stats, Mesh, Route, Sharded};
+    use firemesh_world::{ProcessLink, ThreadWorld};
+    if let Some(devices) = crate::wgpu::devices(3) {
+        type W = Sharded<Wgpu>;
+        let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
+        let group = firemesh_collective::Group::<cubecl::wgpu::WgpuRuntime>::new(devices).unwrap();
+        mesh.use_collectives::<Wgpu>(group);
+        // 512, 1536 and 140 bytes: at 0, 512 and 2048 in the bucket's buffer.
+        let inputs = [rand([32, 4], 21), rand([8, 48], 22), rand([5, 7], 23)];
+        let blocks = |t: &Tensor<Ref, 2>| {
+            let t = Tensor::<W, 2>::from_data(t.to_data(), &mesh);
+            shard(t, 0).unwrap().into_primitive().tensor()
+        };
+        let bucket: Vec<_> = inputs.iter().map(blocks).collect();
+        let alone: Vec<_> = (bucket.iter().cloned())
+            .map(|t| Tensor::<W, 2>::from_primitive(TensorPrimitive::Float(t)))
+            .map(|t| firemesh_backend::redistribute(t, Placement::Replicated).into_data())
+            .collect();
+        let ((out, n), counts) = stats::count(|| gather_in_buckets::<Wgpu>(bucket, 1 << 20));
+        assert_eq!((n, counts.route(Route::MeshGroup)), (1, 1));
+        for (i, (got, want)) in out.into_iter().zip(&inputs).enumerate() {
+            let got = Tensor::<W, 2>::from_primitive(TensorPrimitive::Float(got));
+            let starts: Vec<Option<u64>> = (firemesh_backend::shards(got.clone()).into_iter())
+                .map(|p| p.into_primitive().tensor().handle.offset_start)
+                .collect();
+            match i {
+                2 => assert_ne!(starts, vec![Some(2048); 3], "tensor 2: copied out"),
+                _ => assert_eq!(starts, vec![Some(512 * i as u64); 3], "tensor {i}: a view"),
+            }
+            let got = got.into_data();
+            assert_eq!(got, alone[i], "tensor {i}: not the bits of its own gather");
+            assert_eq!(got, want.to_data(), "tensor {i}");
+        }
+    }
+    let (a, b) = (rand([12, 5], 24), rand([6, 6], 25));
+    let (a, b) = (&a, &b);
+    let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (links.into_iter())
+            .map(|link| {
+                s.spawn(move || {
+                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
+                    let mesh = Mesh::in_world(vec![crate::common::CPU; 2], link).unwrap();
+                    let bucket = || {
+                        vec![
+                            sharded(a, &mesh, Layout::Shard(0)),
+                            sharded(b, &mesh, Layout::Shard(0)),
+                        ]
+                    };
+                    let (out, n) = gather_in_buckets::<Ref>(bucket(), 1 << 20);
+                    let alone: Vec<_> = (bucket().into_iter())
+                        .map(|t| value::<2>(gathered_alone::<2>(t)))
+                        .collect();
+                    (
+                        n,
+                        out.into_iter().map(value::<2>).collect::<Vec<_>>(),
+                        alone,
+                    )
+                })
+            })
+            .collect();
+        for (p, h) in handles.into_iter().enumerate() {
+            let (n, got, alone) = h.join().unwrap();
+            assert_eq!(n, 1, "process {p}");
+            assert_eq!(
+                got, alone,
+                "process {p}: not the bits of each tensor's gather"
+            );
+            assert_eq!(got, [a.to_data(), b.to_data()], "process {p}");
+        }
+    });
+}
+
+/// `t` gathered whole by itself (`Replicated`).
+fn gathered_alone<const D: usize>(t: F) -> F {
+    let t = Tensor::<S, D>::from_primitive(TensorPrimitive::Float(t));
+    let whole = firemesh_backend::redistribute(t, Placement::Replicated);
+    whole.into_primitive().tensor()
+}

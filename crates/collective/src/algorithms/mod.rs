@@ -66,30 +66,71 @@ pub(crate) fn reduce_scatter<F: Fabric>(
     Ok(out)
 }
 
-/// Concatenate every rank's shard (shards may differ in length) on every rank.
-pub(crate) fn all_gather<F: Fabric>(
+/// Every rank's shard on every rank, in one buffer of `len` elements laid out by `places`:
+/// `places[r]` are the ranges of the result that rank r's shard fills, its elements in order
+/// (a shard made of several blocks lands each where it belongs, so that a bucket of tensors
+/// sharded by rows is gathered tensor after tensor). The places do not overlap; elements no
+/// place covers (padding) are left as allocated.
+pub(crate) fn all_gather_placed<F: Fabric>(
     f: &F,
     shards: Vec<F::Buf>,
+    places: &[Vec<Range<usize>>],
+    len: usize,
     cfg: &CollectiveConfig,
 ) -> Result<Vec<F::Buf>> {
     let lens: Vec<usize> = shards.iter().map(|s| f.len(s)).collect();
-    let parts = ranges_from_lens(&lens);
-    let total = parts.last().map_or(0, |p| p.end);
+    check_places(places, &lens, len)?;
     let mut outs = Vec::with_capacity(shards.len());
     for (r, shard) in shards.into_iter().enumerate() {
-        let mut out = f.alloc(r, total)?;
-        if lens[r] > 0 {
-            f.write(r, &mut out, parts[r].start, f.buf_as_staged(shard))?;
+        let mut out = f.alloc(r, len)?;
+        match places[r].as_slice() {
+            [whole] if whole.len() == lens[r] && !whole.is_empty() => {
+                f.write(r, &mut out, whole.start, f.buf_as_staged(shard))?
+            }
+            blocks => {
+                let mut from = 0;
+                for block in blocks.iter().filter(|b| !b.is_empty()) {
+                    let staged = f.send(r, &shard, from..from + block.len(), r)?;
+                    f.write(r, &mut out, block.start, staged)?;
+                    from += block.len();
+                }
+            }
         }
         outs.push(out);
     }
-    if outs.len() > 1 && total > 0 {
-        match cfg.resolve(total * f.elem_size()) {
-            Algorithm::OneShot => one_shot::all_gather(f, &mut outs, &parts, cfg)?,
-            _ => ring::all_gather(f, &mut outs, &parts, cfg)?,
+    if outs.len() > 1 && len > 0 {
+        match cfg.resolve(len * f.elem_size()) {
+            Algorithm::OneShot => one_shot::all_gather(f, &mut outs, places, cfg)?,
+            _ => ring::all_gather(f, &mut outs, places, cfg)?,
         }
     }
     Ok(outs)
+}
+
+/// Whether `places` fit a result of `len` elements: one list per rank, as long in all as the
+/// rank's shard, no two ranges overlapping.
+fn check_places(places: &[Vec<Range<usize>>], lens: &[usize], len: usize) -> Result<()> {
+    let bad = || crate::CollectiveError::BadPlaces {
+        places: places.to_vec(),
+        lens: lens.to_vec(),
+        len,
+    };
+    if places.len() != lens.len() {
+        return Err(bad());
+    }
+    let mut all: Vec<Range<usize>> = Vec::new();
+    for (blocks, &shard) in places.iter().zip(lens) {
+        if blocks.iter().map(Range::len).sum::<usize>() != shard {
+            return Err(bad());
+        }
+        all.extend(blocks.iter().filter(|b| !b.is_empty()).cloned());
+    }
+    all.sort_by_key(|b| b.start);
+    let overlap = all.windows(2).any(|w| w[0].end > w[1].start);
+    match overlap || all.last().is_some_and(|b| b.end > len) {
+        true => Err(bad()),
+        false => Ok(()),
+    }
 }
 
 /// Copy rank `root`'s buffer into every other rank's buffer, in place.

@@ -54,14 +54,20 @@ pub(super) fn reduce_scatter<F: Fabric>(
     accumulate(f, bufs, &links, combine, cfg)
 }
 
-/// Rank r copies `parts[j]` from every peer j.
+/// Rank r copies the ranges `places[j]` from every peer j.
 pub(super) fn all_gather<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
-    parts: &[Range<usize>],
+    places: &[Vec<Range<usize>>],
     cfg: &CollectiveConfig,
 ) -> Result<()> {
-    let links = peer_links(bufs.len(), |from, _| parts[from].clone());
+    let most = places.iter().map(Vec::len).max().unwrap_or(0);
+    let links: Vec<Link> = (0..most)
+        .flat_map(|k| {
+            let range = move |from: usize, _| places[from].get(k).cloned().unwrap_or(0..0);
+            peer_links(bufs.len(), range)
+        })
+        .collect();
     deliver(f, bufs, &links, cfg)
 }
 

@@ -29,7 +29,8 @@ pub(super) fn all_reduce<F: Fabric>(
             }
         }
     }
-    all_gather(f, bufs, &chunks, cfg)
+    let places: Vec<Vec<Range<usize>>> = chunks.into_iter().map(|c| vec![c]).collect();
+    all_gather(f, bufs, &places, cfg)
 }
 
 /// After this, rank r holds the sum (or max) over ranks of `chunks[r]`.
@@ -41,20 +42,22 @@ pub(super) fn reduce_scatter<F: Fabric>(
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let n = bufs.len();
-    pass(f, bufs, chunks, cfg, Apply::Combine(combine), |r, s| {
+    let chunks: Vec<&[Range<usize>]> = chunks.iter().map(std::slice::from_ref).collect();
+    pass(f, bufs, &chunks, cfg, Apply::Combine(combine), |r, s| {
         (r + 2 * n - s - 1) % n
     })
 }
 
-/// Rank r holds `chunks[r]` in place; afterwards every rank holds every chunk.
+/// Rank r holds the ranges `places[r]` in place; afterwards every rank holds every range.
 pub(super) fn all_gather<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
-    chunks: &[Range<usize>],
+    places: &[Vec<Range<usize>>],
     cfg: &CollectiveConfig,
 ) -> Result<()> {
     let n = bufs.len();
-    pass(f, bufs, chunks, cfg, Apply::Write, |r, s| (r + n - s) % n)
+    let places: Vec<&[Range<usize>]> = places.iter().map(Vec::as_slice).collect();
+    pass(f, bufs, &places, cfg, Apply::Write, |r, s| (r + n - s) % n)
 }
 
 /// A pipelined chain root → root+1 → … : sub-chunk j crosses link k at tick j + k.
@@ -79,11 +82,12 @@ pub(super) fn broadcast<F: Fabric>(
     Ok(())
 }
 
-/// N-1 steps; at step s rank r sends `chunks[chunk_of(r, s)]` to rank r+1.
+/// N-1 steps; at step s rank r sends the ranges of `chunks[chunk_of(r, s)]` to rank r+1 (a
+/// chunk is one range, or an all-gather's several blocks of one rank).
 fn pass<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
-    chunks: &[Range<usize>],
+    chunks: &[&[Range<usize>]],
     cfg: &CollectiveConfig,
     apply: Apply,
     chunk_of: impl Fn(usize, usize) -> usize,
@@ -92,13 +96,14 @@ fn pass<F: Fabric>(
     for step in 0..n - 1 {
         let pieces: Vec<Vec<Range<usize>>> = (0..n)
             .map(|r| {
-                let chunk = chunks[chunk_of(r, step)].clone();
-                let depth = pieces_for(chunk.len() * f.elem_size(), cfg.pipeline_depth, cfg);
-                if chunk.is_empty() {
-                    Vec::new()
-                } else {
-                    split_aligned(chunk, depth, CHUNK_ALIGN)
-                }
+                let ranges = chunks[chunk_of(r, step)].iter().filter(|c| !c.is_empty());
+                ranges
+                    .flat_map(|chunk| {
+                        let bytes = chunk.len() * f.elem_size();
+                        let depth = pieces_for(bytes, cfg.pipeline_depth, cfg);
+                        split_aligned(chunk.clone(), depth, CHUNK_ALIGN)
+                    })
+                    .collect()
             })
             .collect();
         let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);

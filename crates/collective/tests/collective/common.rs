@@ -163,6 +163,49 @@ pub fn check_all_gather<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
     assert_every_rank(h, g, &outs, &what, dtype, ReduceOp::Sum, |_| &want);
 }
 
+/// Three tensors' row blocks per rank (of uneven lengths, some empty), gathered tensor after
+/// tensor with 7 elements of padding between them: every block lands in its place on every
+/// rank.
+pub fn check_all_gather_placed<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
+    let n = g.size();
+    let lens: Vec<Vec<usize>> = (0..3)
+        .map(|i| (0..n).map(|r| (len + i + r) % (len + 2)).collect())
+        .collect();
+    let mut places: Vec<Vec<std::ops::Range<usize>>> = vec![Vec::new(); n];
+    let mut at = 0;
+    for of_item in &lens {
+        for (r, &l) in of_item.iter().enumerate() {
+            places[r].push(at..at + l);
+            at += l;
+        }
+        at += 7;
+    }
+    let inputs: Vec<Vec<f64>> = (0..n)
+        .map(|r| integer_input(r, places[r].iter().map(|p| p.len()).sum()))
+        .collect();
+    let shards = upload_all(h, g, dtype, &inputs);
+    let outs = g
+        .all_gather_placed(&shards, &places, at)
+        .expect("all_gather_placed");
+    for (rank, out) in outs.iter().enumerate() {
+        let got = h.download(g, out);
+        assert_eq!(
+            got.len(),
+            at,
+            "all_gather_placed n={n} len={len} rank {rank}"
+        );
+        for (r, of_rank) in places.iter().enumerate() {
+            let mut from = 0;
+            for place in of_rank {
+                let what = format!("all_gather_placed {dtype:?} n={n} len={len}: rank {rank}'s copy of rank {r}'s block at {place:?}");
+                let want = &inputs[r][from..from + place.len()];
+                assert_exact(&what, dtype, ReduceOp::Sum, &got[place.clone()], want);
+                from += place.len();
+            }
+        }
+    }
+}
+
 pub fn check_broadcast<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize, root: usize) {
     let n = g.size();
     let inputs: Vec<Vec<f64>> = (0..n).map(|r| integer_input(r, len)).collect();
@@ -186,6 +229,7 @@ pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
                         check_reduce_scatter(h, &g, dtype, len, op);
                     }
                     check_all_gather(h, &g, dtype, len);
+                    check_all_gather_placed(h, &g, dtype, len);
                     check_broadcast(h, &g, dtype, len, n - 1);
                     check_broadcast(h, &g, dtype, len, 0);
                 }

@@ -116,6 +116,28 @@ fn mismatched_lengths_dtypes_ranks_and_roots() {
         g.all_gather(&swapped).unwrap_err(),
         CollectiveError::DeviceUnavailable { rank: 0, .. }
     ));
+    // Places that do not fit the shards (rank 1 has 10 elements), overlap, name a fourth rank,
+    // or reach past the result's end.
+    let one_each = |blocks: &[(usize, usize)]| -> Vec<Vec<std::ops::Range<usize>>> {
+        (blocks.iter())
+            .map(|&(a, b)| std::iter::once(a..b).collect())
+            .collect()
+    };
+    for (blocks, len) in [
+        (one_each(&[(0, 10), (10, 19), (20, 31)]), 40),
+        (one_each(&[(0, 10), (5, 15), (20, 31)]), 40),
+        (one_each(&[(0, 10), (10, 20), (20, 31), (31, 31)]), 40),
+        (one_each(&[(0, 10), (10, 20), (20, 31)]), 30),
+    ] {
+        assert_eq!(
+            g.all_gather_placed(&bufs, &blocks, len).unwrap_err(),
+            CollectiveError::BadPlaces {
+                places: blocks.clone(),
+                lens: vec![10, 10, 11],
+                len
+            }
+        );
+    }
     assert_eq!(
         g.broadcast(&mut swapped, 7).unwrap_err(),
         CollectiveError::BadRoot { root: 7, ranks: 3 }

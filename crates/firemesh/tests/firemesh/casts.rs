@@ -116,5 +116,5 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     // transpose of its transpose): from the forward pass's casts.
     assert_eq!(c.casts_reused, linears + 1, "{c:?}");
     // Every weight's gradient is `Partial`, cast up for its bucket.
-    assert!(c.casts_up >= linears + 1, "{c:?}");
+    assert!(c.casts_up > linears, "{c:?}");
 }

@@ -98,7 +98,7 @@ fn zero3_ranks_hold_a_share_of_parameters_gradients_and_state() {
     check("tiny GPT", largest_gpt, |mesh, zero| {
         let model = GptConfig::tiny().init::<Ad>(mesh).unwrap();
         bytes_after_a_step(model, mesh, zero, |m| {
-            let values: Vec<i32> = (0..8 * 16).map(|k| (k * 31 % 256) as i32).collect();
+            let values: Vec<i32> = (0..8 * 16).map(|k| k * 31 % 256).collect();
             let tokens = Tensor::<Ad, 2, Int>::from_data(TensorData::new(values, [8, 16]), mesh);
             m.next_token_loss(shard_int(tokens, 0).unwrap()).unwrap()
         })

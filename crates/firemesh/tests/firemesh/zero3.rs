@@ -219,7 +219,7 @@ fn zero3_trains_resnet50_blocks_as_the_replicated_optimizer() {
     let mut full = trainer(model.clone(), &mesh, 0, Precision::F32);
     let mut sharded = trainer(model, &mesh, 3, Precision::F32);
     for i in 0..3 {
-        let mut run = |t: &mut Trainer<_, _, _>| {
+        let run = |t: &mut Trainer<_, _, _>| {
             t.step(|m| {
                 // 5 images over 3 ranks: blocks of 2, 2 and 1.
                 let x = shard(images::<Ad>(5, 8, i, &mesh), 0).unwrap();
