@@ -216,6 +216,16 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
         grad_element_bytes: grad_element_bytes(o),
         gather_element_bytes: gather_element_bytes(o),
     };
+    let device_bytes = gpu.memory_gb * 1e9;
+    let model = memory_inputs(o, &profile)?;
+    let ahead = match o.sums.gather_ahead_bytes()? {
+        0 => None,
+        bytes => Some(bytes as u64),
+    };
+    // Memory does not depend on the step's time: a run that fits nowhere is refused before
+    // firemesh's step is measured.
+    let unmeasured = plan_stages(o, &stages, &profile, &scenario, model.as_ref(), ahead);
+    refuse_if_nothing_fits(o, &unmeasured, device_bytes, gpu, model.as_ref())?;
     let mut firemesh_step = None;
     if o.firemesh {
         // firemesh's host time per op, measured here as benches/results/op_host_time.md
@@ -253,14 +263,7 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
             )
         })
         .collect();
-    let device_bytes = gpu.memory_gb * 1e9;
-    let model = memory_inputs(o, &profile)?;
-    let ahead = match o.sums.gather_ahead_bytes()? {
-        0 => None,
-        bytes => Some(bytes as u64),
-    };
     let stages = plan_stages(o, &stages, &profile, &scenario, model.as_ref(), ahead);
-    refuse_if_nothing_fits(o, &stages, device_bytes, gpu, model.as_ref())?;
     Ok(Simulation {
         stages,
         device_bytes,

@@ -250,6 +250,25 @@ fn bad_simulate_input_is_one_line() {
             "under --zero 3 it fits from 2 ranks",
         ),
         (
+            // The same with firemesh's own step: refused before the step is measured (which
+            // would build GPT-2 XL on this machine's CPU for minutes).
+            &[
+                "simulate",
+                "--model",
+                "gpt2-xl",
+                "--gpu",
+                "h100",
+                "--throughput",
+                "38000",
+                "--batch",
+                "3",
+                "--ranks",
+                "1",
+                "--firemesh",
+            ][..],
+            "under --zero 3 it fits from 2 ranks",
+        ),
+        (
             &["simulate", "--profile", "missing.json"][..],
             "missing.json",
         ),
