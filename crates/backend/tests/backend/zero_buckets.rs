@@ -121,64 +121,55 @@ fn on_wgpu_clients_the_group_reduce_scatters_a_bucket() {
 /// row (3 rows for 6 ranks), is summed whole.
 #[test]
 fn across_processes_a_bucket_reduce_scatters_to_the_bits_of_the_whole_sum() {
-    use firemesh_backend::{stats, Mesh, Route};
-    use firemesh_world::{ProcessLink, ThreadWorld};
+    use firemesh_backend::{stats, Route};
     let (a, b, c) = (rand([12, 5], 4), rand([7, 3], 5), rand([3, 2], 6));
     let (a, b, c) = (&a, &b, &c);
-    let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (links.into_iter())
-            .map(|link| {
-                s.spawn(move || {
-                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
-                    let mesh = Mesh::in_world(vec![crate::common::CPU; 2], link).unwrap();
-                    let partial = || {
-                        vec![
-                            sharded(a, &mesh, Layout::Partial),
-                            sharded(b, &mesh, Layout::Partial),
-                            sharded(c, &mesh, Layout::Partial),
-                        ]
-                    };
-                    let ((out, collectives), counts) =
-                        stats::count(|| reduce_scatter_in_buckets::<Ref>(partial(), 1 << 20, None));
-                    let whole = |t: F| {
-                        let t = Tensor::<S, 2>::from_primitive(TensorPrimitive::Float(t));
-                        firemesh_backend::redistribute(t, Placement::Replicated).into_data()
-                    };
-                    let sums: Vec<_> = partial().into_iter().map(whole).collect();
-                    let placements: Vec<_> = out.iter().map(|t| t.placement()).collect();
-                    let sizes = out[0].shard_sizes();
-                    let values: Vec<_> = out.into_iter().map(value::<2>).collect();
-                    (collectives, counts, placements, sizes, values, sums)
-                })
-            })
-            .collect();
-        for (p, h) in handles.into_iter().enumerate() {
-            let (collectives, counts, placements, sizes, values, sums) = h.join().unwrap();
-            assert_eq!(
-                collectives, 2,
-                "process {p}: a's bucket, and b and c summed whole"
-            );
-            assert!(counts.route(Route::AcrossProcesses) >= 2, "{counts:?}");
-            assert_eq!(
-                placements,
-                [
-                    Placement::Shard(0),
-                    Placement::Replicated,
-                    Placement::Replicated
-                ]
-            );
-            assert_eq!(
-                sizes,
-                Some(vec![2; 6]),
-                "process {p}: 12 rows, 2 per world rank"
-            );
-            for (i, (got, want)) in values.iter().zip([a, b, c]).enumerate() {
-                assert_close(got.clone(), want.to_data(), 1e-6, &format!("tensor {i}"));
-            }
-            assert_eq!(values, sums, "process {p}: not the bits of the whole sum");
-        }
+    let processes = on_cpu_world(|mesh| {
+        let partial = || {
+            vec![
+                sharded(a, mesh, Layout::Partial),
+                sharded(b, mesh, Layout::Partial),
+                sharded(c, mesh, Layout::Partial),
+            ]
+        };
+        let ((out, collectives), counts) =
+            stats::count(|| reduce_scatter_in_buckets::<Ref>(partial(), 1 << 20, None));
+        let whole = |t: F| {
+            let t = Tensor::<S, 2>::from_primitive(TensorPrimitive::Float(t));
+            firemesh_backend::redistribute(t, Placement::Replicated).into_data()
+        };
+        let sums: Vec<_> = partial().into_iter().map(whole).collect();
+        let placements: Vec<_> = out.iter().map(|t| t.placement()).collect();
+        let sizes = out[0].shard_sizes();
+        let values: Vec<_> = out.into_iter().map(value::<2>).collect();
+        (collectives, counts, placements, sizes, values, sums)
     });
+    for (p, (collectives, counts, placements, sizes, values, sums)) in
+        processes.into_iter().enumerate()
+    {
+        assert_eq!(
+            collectives, 2,
+            "process {p}: a's bucket, and b and c summed whole"
+        );
+        assert!(counts.route(Route::AcrossProcesses) >= 2, "{counts:?}");
+        assert_eq!(
+            placements,
+            [
+                Placement::Shard(0),
+                Placement::Replicated,
+                Placement::Replicated
+            ]
+        );
+        assert_eq!(
+            sizes,
+            Some(vec![2; 6]),
+            "process {p}: 12 rows, 2 per world rank"
+        );
+        for (i, (got, want)) in values.iter().zip([a, b, c]).enumerate() {
+            assert_close(got.clone(), want.to_data(), 1e-6, &format!("tensor {i}"));
+        }
+        assert_eq!(values, sums, "process {p}: not the bits of the whole sum");
+    }
 }
 
 /// A bucket of `Shard(0)` tensors (uneven blocks, an empty last block, three shapes) gathered
@@ -244,8 +235,7 @@ fn buffers<const D: usize>(t: F) -> Vec<std::sync::Arc<burn::tensor::Bytes>> {
 #[test]
 fn a_bucket_gathers_in_place_through_the_group_and_across_processes() {
     use burn_wgpu::Wgpu;
-    use firemesh_backend::{shard, stats, Mesh, Route, Sharded};
-    use firemesh_world::{ProcessLink, ThreadWorld};
+    use firemesh_backend::{shard, stats, Route, Sharded};
     if let Some(devices) = crate::wgpu::devices(3) {
         type W = Sharded<Wgpu>;
         let mesh = W::mesh(devices.clone()).expect("lavapipe clients work");
@@ -280,41 +270,31 @@ fn a_bucket_gathers_in_place_through_the_group_and_across_processes() {
     }
     let (a, b) = (rand([12, 5], 24), rand([6, 6], 25));
     let (a, b) = (&a, &b);
-    let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (links.into_iter())
-            .map(|link| {
-                s.spawn(move || {
-                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
-                    let mesh = Mesh::in_world(vec![crate::common::CPU; 2], link).unwrap();
-                    let bucket = || {
-                        vec![
-                            sharded(a, &mesh, Layout::Shard(0)),
-                            sharded(b, &mesh, Layout::Shard(0)),
-                        ]
-                    };
-                    let (out, n) = gather_in_buckets::<Ref>(bucket(), 1 << 20);
-                    let alone: Vec<_> = (bucket().into_iter())
-                        .map(|t| value::<2>(gathered_alone::<2>(t)))
-                        .collect();
-                    (
-                        n,
-                        out.into_iter().map(value::<2>).collect::<Vec<_>>(),
-                        alone,
-                    )
-                })
-            })
+    let processes = on_cpu_world(|mesh| {
+        let bucket = || {
+            vec![
+                sharded(a, mesh, Layout::Shard(0)),
+                sharded(b, mesh, Layout::Shard(0)),
+            ]
+        };
+        let (out, n) = gather_in_buckets::<Ref>(bucket(), 1 << 20);
+        let alone: Vec<_> = (bucket().into_iter())
+            .map(|t| value::<2>(gathered_alone::<2>(t)))
             .collect();
-        for (p, h) in handles.into_iter().enumerate() {
-            let (n, got, alone) = h.join().unwrap();
-            assert_eq!(n, 1, "process {p}");
-            assert_eq!(
-                got, alone,
-                "process {p}: not the bits of each tensor's gather"
-            );
-            assert_eq!(got, [a.to_data(), b.to_data()], "process {p}");
-        }
+        (
+            n,
+            out.into_iter().map(value::<2>).collect::<Vec<_>>(),
+            alone,
+        )
     });
+    for (p, (n, got, alone)) in processes.into_iter().enumerate() {
+        assert_eq!(n, 1, "process {p}");
+        assert_eq!(
+            got, alone,
+            "process {p}: not the bits of each tensor's gather"
+        );
+        assert_eq!(got, [a.to_data(), b.to_data()], "process {p}");
+    }
 }
 
 /// `t` gathered whole by itself (`Replicated`).
@@ -322,4 +302,26 @@ fn gathered_alone<const D: usize>(t: F) -> F {
     let t = Tensor::<S, D>::from_primitive(TensorPrimitive::Float(t));
     let whole = firemesh_backend::redistribute(t, Placement::Replicated);
     whole.into_primitive().tensor()
+}
+
+/// `job` on each process of a world of 3 processes (threads joined by a `ThreadWorld`) of 2
+/// CPU ranks each; the results in process order.
+fn on_cpu_world<T: Send>(
+    job: impl Fn(&firemesh_backend::Mesh<crate::common::Dev>) -> T + Sync,
+) -> Vec<T> {
+    use firemesh_world::{ProcessLink, ThreadWorld};
+    let links = ThreadWorld::links(3, std::time::Duration::from_secs(60));
+    let job = &job;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (links.into_iter())
+            .map(|link| {
+                s.spawn(move || {
+                    let link: std::sync::Arc<dyn ProcessLink> = std::sync::Arc::new(link);
+                    let cpus = vec![crate::common::CPU; 2];
+                    job(&firemesh_backend::Mesh::in_world(cpus, link).unwrap())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }

@@ -218,6 +218,20 @@ fn a_profile_file_is_simulated_as_given() {
 #[test]
 fn bad_simulate_input_is_one_line() {
     let dir = scratch("simulate-bad");
+    let gpt2_xl_on_one_h100 = [
+        "simulate",
+        "--model",
+        "gpt2-xl",
+        "--gpu",
+        "h100",
+        "--throughput",
+        "38000",
+        "--batch",
+        "3",
+        "--ranks",
+        "1",
+        "--firemesh",
+    ];
     for (args, says) in [
         (&["simulate", "--link", "nvlink9"][..], "nvlink3"),
         (
@@ -231,41 +245,15 @@ fn bad_simulate_input_is_one_line() {
         (&["simulate", "--straggler-cv", "2"][..], "--straggler-cv"),
         (&["simulate", "--rank-threads"][..], "--firemesh"),
         (&["simulate", "--zero", "2"][..], "--zero 2"),
+        // 3 sequences of GPT-2 XL keep about 66 GB of activations: with its 25 GB of state, not
+        // on one H100, but under ZeRO-3 on 2; with firemesh's own step, refused before the step
+        // is measured (which would build GPT-2 XL on this machine's CPU for minutes).
         (
-            // 3 sequences of GPT-2 XL keep about 66 GB of activations: with its 25 GB of
-            // state, not on one H100, but under ZeRO-3 on 2.
-            &[
-                "simulate",
-                "--model",
-                "gpt2-xl",
-                "--gpu",
-                "h100",
-                "--throughput",
-                "38000",
-                "--batch",
-                "3",
-                "--ranks",
-                "1",
-            ][..],
+            &gpt2_xl_on_one_h100[..11],
             "under --zero 3 it fits from 2 ranks",
         ),
         (
-            // The same with firemesh's own step: refused before the step is measured (which
-            // would build GPT-2 XL on this machine's CPU for minutes).
-            &[
-                "simulate",
-                "--model",
-                "gpt2-xl",
-                "--gpu",
-                "h100",
-                "--throughput",
-                "38000",
-                "--batch",
-                "3",
-                "--ranks",
-                "1",
-                "--firemesh",
-            ][..],
+            &gpt2_xl_on_one_h100[..],
             "under --zero 3 it fits from 2 ranks",
         ),
         (
