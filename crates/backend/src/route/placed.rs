@@ -79,7 +79,8 @@ fn across_processes<B: Backend>(
 ) -> Vec<Vec<P<B>>> {
     let flats = (blocks.into_iter().enumerate())
         .map(|(r, of_rank)| {
-            let own: Vec<usize> = lens.iter().map(|of_item| of_item[r]).collect();
+            let w = mesh.world_rank(r);
+            let own: Vec<usize> = lens.iter().map(|of_item| of_item[w]).collect();
             joined::<B>(of_rank, &own)
         })
         .collect();

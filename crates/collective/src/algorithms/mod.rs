@@ -7,6 +7,7 @@ mod one_shot;
 mod ring;
 
 use crate::{config::Algorithm, fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
+use std::collections::HashMap;
 use std::ops::Range;
 
 /// Ring chunk boundaries are multiples of this many elements, so kernels can vectorize.
@@ -120,7 +121,8 @@ fn check_places(places: &[Vec<Range<usize>>], lens: &[usize], len: usize) -> Res
     }
     let mut all: Vec<Range<usize>> = Vec::new();
     for (blocks, &shard) in places.iter().zip(lens) {
-        if blocks.iter().map(Range::len).sum::<usize>() != shard {
+        let reversed = blocks.iter().any(|b| b.start > b.end);
+        if reversed || blocks.iter().map(Range::len).sum::<usize>() != shard {
             return Err(bad());
         }
         all.extend(blocks.iter().filter(|b| !b.is_empty()).cloned());
@@ -280,28 +282,51 @@ fn run_casts<F: Fabric, T: Send>(
     if casts.len() < 2 || biggest < cfg.parallel_transfer_bytes || !f.sends_wait_on_host() {
         return casts.iter().map(&job).collect();
     }
+    // One thread per sender and set of receivers, running their multicasts in order: as many
+    // as there are pairs of ranks that move bytes at once, and no more for a rank that sends
+    // many blocks (an all-gather of a bucket's parameters) to the same peers.
+    let mut senders: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<(usize, &[usize]), usize> = HashMap::new();
+    for (i, c) in casts.iter().enumerate() {
+        match index.get(&(c.from, c.tos.as_slice())) {
+            Some(&s) => senders[s].1.push(i),
+            None => {
+                index.insert((c.from, c.tos.as_slice()), senders.len());
+                senders.push((c.from, vec![i]));
+            }
+        }
+    }
     let job = &job;
     // The transfers issue to the caller's CubeCL stream, as if the caller had issued them: the
     // device stream (`crate::stream`), where the groups run.
     let stream = cubecl::stream_id::StreamId::current();
+    let mut out: Vec<Option<Result<T>>> = casts.iter().map(|_| None).collect();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = casts
-            .iter()
-            .map(|c| scope.spawn(move || stream.executes(|| job(c))))
-            .collect();
-        handles
-            .into_iter()
-            .zip(casts)
-            .map(|(h, c)| {
-                h.join().unwrap_or_else(|p| {
-                    Err(crate::CollectiveError::Runtime {
-                        rank: c.from,
-                        reason: crate::error::panic_message(p.as_ref()),
-                    })
-                })
+        let handles: Vec<_> = (senders.iter())
+            .map(|(_, of_rank)| {
+                let run = move || stream.executes(|| of_rank.iter().map(|&i| job(&casts[i])));
+                scope.spawn(move || run().collect::<Vec<_>>())
             })
-            .collect()
-    })
+            .collect();
+        for (h, (from, of_rank)) in handles.into_iter().zip(&senders) {
+            let results = h.join().unwrap_or_else(|p| {
+                let reason = crate::error::panic_message(p.as_ref());
+                let failed = || {
+                    Err(crate::CollectiveError::Runtime {
+                        rank: *from,
+                        reason: reason.clone(),
+                    })
+                };
+                of_rank.iter().map(|_| failed()).collect()
+            });
+            for (&i, result) in of_rank.iter().zip(results) {
+                out[i] = Some(result);
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every multicast ran on its sender's thread"))
+        .collect()
 }
 
 /// Links of one step that share a source rank and range.
@@ -315,21 +340,23 @@ struct Multicast {
 
 fn multicasts(links: &[Link]) -> Vec<Multicast> {
     let mut casts: Vec<Multicast> = Vec::new();
+    let mut index: HashMap<(usize, usize, usize), usize> = HashMap::new();
     for (i, l) in links.iter().enumerate() {
-        match casts
-            .iter_mut()
-            .find(|c| c.from == l.from && c.range == l.range)
-        {
-            Some(c) => {
-                c.tos.push(l.to);
-                c.links.push(i);
+        let key = (l.from, l.range.start, l.range.end);
+        match index.get(&key) {
+            Some(&c) => {
+                casts[c].tos.push(l.to);
+                casts[c].links.push(i);
             }
-            None => casts.push(Multicast {
-                from: l.from,
-                range: l.range.clone(),
-                tos: vec![l.to],
-                links: vec![i],
-            }),
+            None => {
+                index.insert(key, casts.len());
+                casts.push(Multicast {
+                    from: l.from,
+                    range: l.range.clone(),
+                    tos: vec![l.to],
+                    links: vec![i],
+                });
+            }
         }
     }
     casts

@@ -94,25 +94,30 @@ fn pass<F: Fabric>(
 ) -> Result<()> {
     let n = bufs.len();
     for step in 0..n - 1 {
-        let pieces: Vec<Vec<Range<usize>>> = (0..n)
+        // rounds[r][k]: what rank r sends in round k. A chunk of one range is cut into
+        // sub-chunks, one per round; the several blocks of a rank share the rounds (at most
+        // the pipeline depth), so that many small blocks do not take a round each.
+        let rounds: Vec<Vec<Vec<Range<usize>>>> = (0..n)
             .map(|r| {
                 let ranges = chunks[chunk_of(r, step)].iter().filter(|c| !c.is_empty());
-                ranges
+                let pieces: Vec<Range<usize>> = ranges
                     .flat_map(|chunk| {
                         let bytes = chunk.len() * f.elem_size();
                         let depth = pieces_for(bytes, cfg.pipeline_depth, cfg);
                         split_aligned(chunk.clone(), depth, CHUNK_ALIGN)
                     })
-                    .collect()
+                    .collect();
+                in_rounds(pieces, cfg.pipeline_depth.max(1))
             })
             .collect();
-        let rounds = pieces.iter().map(Vec::len).max().unwrap_or(0);
-        for k in 0..rounds {
+        let most = rounds.iter().map(Vec::len).max().unwrap_or(0);
+        for k in 0..most {
             let links: Vec<Link> = (0..n)
-                .filter_map(|r| {
-                    pieces[r]
-                        .get(k)
-                        .map(|range| Link::new(r, (r + 1) % n, range.clone()))
+                .flat_map(|r| {
+                    let round = rounds[r].get(k).map_or(&[][..], Vec::as_slice);
+                    round
+                        .iter()
+                        .map(move |range| Link::new(r, (r + 1) % n, range.clone()))
                 })
                 .collect();
             match apply {
@@ -122,6 +127,12 @@ fn pass<F: Fabric>(
         }
     }
     Ok(())
+}
+
+/// `pieces` in at most `rounds` groups of consecutive pieces, as even in count as can be.
+fn in_rounds(pieces: Vec<Range<usize>>, rounds: usize) -> Vec<Vec<Range<usize>>> {
+    let per = pieces.len().div_ceil(rounds).max(1);
+    pieces.chunks(per).map(<[_]>::to_vec).collect()
 }
 
 /// How many sub-chunks a transfer of `bytes` is cut into.

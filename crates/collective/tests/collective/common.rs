@@ -167,8 +167,21 @@ pub fn check_all_gather<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
 /// tensor with 7 elements of padding between them: every block lands in its place on every
 /// rank.
 pub fn check_all_gather_placed<H: Harness>(h: &H, g: &H::G, dtype: DType, len: usize) {
+    check_placed(h, g, dtype, len, 3, false);
+}
+
+/// `items` tensors' row blocks per rank gathered tensor after tensor (padding between them),
+/// each rank's blocks listed in item order or, `shuffled`, odd ranks' in reverse.
+pub fn check_placed<H: Harness>(
+    h: &H,
+    g: &H::G,
+    dtype: DType,
+    len: usize,
+    items: usize,
+    shuffled: bool,
+) {
     let n = g.size();
-    let lens: Vec<Vec<usize>> = (0..3)
+    let lens: Vec<Vec<usize>> = (0..items)
         .map(|i| (0..n).map(|r| (len + i + r) % (len + 2)).collect())
         .collect();
     let mut places: Vec<Vec<std::ops::Range<usize>>> = vec![Vec::new(); n];
@@ -179,6 +192,13 @@ pub fn check_all_gather_placed<H: Harness>(h: &H, g: &H::G, dtype: DType, len: u
             at += l;
         }
         at += 7;
+    }
+    if shuffled {
+        places
+            .iter_mut()
+            .skip(1)
+            .step_by(2)
+            .for_each(|p| p.reverse());
     }
     let inputs: Vec<Vec<f64>> = (0..n)
         .map(|r| integer_input(r, places[r].iter().map(|p| p.len()).sum()))
@@ -234,6 +254,26 @@ pub fn run_matrix<H: Harness>(h: &H, max_n: usize) {
                     check_broadcast(h, &g, dtype, len, 0);
                 }
             }
+        }
+    }
+}
+
+/// The placed all-gather of many small blocks cut into many pieces (4-byte sub-chunks), its
+/// transfers on threads (no size floor), odd ranks' blocks listed in reverse, for N = 2..=8
+/// and both algorithms.
+pub fn run_placed_in_pieces<H: Harness>(h: &H) {
+    for algorithm in ALGORITHMS {
+        for n in 2..=8 {
+            let config = CollectiveConfig {
+                min_subchunk_bytes: 4,
+                parallel_transfer_bytes: 0,
+                pipeline_depth: 4,
+                ..CollectiveConfig::with_algorithm(algorithm)
+            };
+            let Some(g) = h.group(n, config) else {
+                return;
+            };
+            check_placed(h, &g, DType::F32, 300, 12, true);
         }
     }
 }

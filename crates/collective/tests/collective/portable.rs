@@ -60,6 +60,11 @@ fn every_op_dtype_and_length_for_1_to_8_ranks() {
 }
 
 #[test]
+fn many_blocks_gathered_in_place_in_pieces_on_threads() {
+    common::run_placed_in_pieces(&FLEX);
+}
+
+#[test]
 fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
     common::run_rounding(&FLEX, 3, 10_007);
 }

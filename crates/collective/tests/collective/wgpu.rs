@@ -19,6 +19,11 @@ fn every_op_dtype_and_length_for_1_to_8_ranks() {
 }
 
 #[test]
+fn many_blocks_gathered_in_place_in_pieces_on_threads() {
+    common::run_placed_in_pieces(&WGPU);
+}
+
+#[test]
 fn rounding_stays_within_dtype_tolerance_and_ranks_agree() {
     common::run_rounding(&WGPU, 3, 10_007);
     common::run_rounding(&WGPU, 8, 4_099);
