@@ -11,10 +11,10 @@
 
 use crate::kind::FloatKind;
 use crate::placement::Placement;
-use crate::route::{self, To};
+use crate::route::{self, piece, To};
 use crate::stats::{self, Redistribution};
 use crate::tensor::ShardedTensor;
-use burn_backend::{Backend, DType, FloatDType, Shape, Slice, TensorMetadata};
+use burn_backend::{Backend, DType, FloatDType, Shape, TensorMetadata};
 
 mod early;
 mod gather;
@@ -273,15 +273,6 @@ fn cut(lens: &[usize], per_bucket: usize) -> Vec<Vec<Span>> {
         buckets.push(bucket);
     }
     buckets
-}
-
-/// `len` elements of the flat tensor `flat` (of `whole` elements) from `start`.
-fn piece<B: Backend>(flat: &P<B>, whole: usize, start: usize, len: usize) -> P<B> {
-    if start == 0 && len == whole {
-        return flat.clone();
-    }
-    let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
-    B::float_slice(flat.clone(), &range)
 }
 
 fn cat<B: Backend>(mut ps: Vec<P<B>>) -> P<B> {

@@ -272,6 +272,21 @@ fn flat<B: Backend>(p: B::FloatTensorPrimitive, len: usize) -> Tensor<B, 1> {
     )))
 }
 
+/// `len` elements of the flat tensor `flat` (of `whole` elements) from `start`: the tensor
+/// itself where that is all of it, else a slice (a view where the backend makes one).
+pub(crate) fn piece<B: Backend>(
+    flat: &B::FloatTensorPrimitive,
+    whole: usize,
+    start: usize,
+    len: usize,
+) -> B::FloatTensorPrimitive {
+    if start == 0 && len == whole {
+        return flat.clone();
+    }
+    let range = [Slice::new(start as isize, Some((start + len) as isize), 1)];
+    B::float_slice(flat.clone(), &range)
+}
+
 fn unflat<B: Backend>(t: Tensor<B, 1>) -> B::FloatTensorPrimitive {
     t.into_primitive().tensor()
 }

@@ -14,7 +14,7 @@ use crate::kind::{FloatKind, Kind};
 use crate::mesh::Mesh;
 use crate::placement::offsets;
 use crate::stats::{self, Route};
-use burn_backend::{Backend, Slice, TensorMetadata};
+use burn_backend::{Backend, TensorMetadata};
 use std::ops::Range;
 
 type P<B> = burn_backend::tensor::FloatTensor<B>;
@@ -174,13 +174,6 @@ fn next<B: Backend>(blocks: &mut std::vec::IntoIter<P<B>>) -> P<B> {
 }
 
 fn slice<B: Backend>(flat: &P<B>, range: Range<usize>) -> P<B> {
-    if range.start == 0 && range.len() == flat.shape().num_elements() {
-        return flat.clone();
-    }
-    let range = [Slice::new(
-        range.start as isize,
-        Some(range.end as isize),
-        1,
-    )];
-    B::float_slice(flat.clone(), &range)
+    let whole = flat.shape().num_elements();
+    super::piece::<B>(flat, whole, range.start, range.len())
 }
