@@ -304,8 +304,9 @@ fn run_casts<F: Fabric, T: Send>(
     std::thread::scope(|scope| {
         let handles: Vec<_> = (senders.iter())
             .map(|(_, of_rank)| {
-                let run = move || stream.executes(|| of_rank.iter().map(|&i| job(&casts[i])));
-                scope.spawn(move || run().collect::<Vec<_>>())
+                // Collected inside `executes`: every job issues on the caller's stream.
+                let run = move || of_rank.iter().map(|&i| job(&casts[i])).collect::<Vec<_>>();
+                scope.spawn(move || stream.executes(run))
             })
             .collect();
         for (h, (from, of_rank)) in handles.into_iter().zip(&senders) {
