@@ -108,6 +108,9 @@ pub struct Counts {
     pub casts_reused: u64,
     /// The bytes those casts read and wrote, over all ranks. Counted as `ops` is.
     pub cast_bytes: u64,
+    /// Elementwise ops and activations that ran on operands held narrow and kept their result
+    /// narrow, casting nothing (`autocast/narrow.rs`). Counted as `ops` is.
+    pub ops_kept_narrow: u64,
 }
 
 impl Counts {
@@ -162,6 +165,7 @@ impl Counts {
         self.parameter_casts += other.parameter_casts;
         self.casts_reused += other.casts_reused;
         self.cast_bytes += other.cast_bytes;
+        self.ops_kept_narrow += other.ops_kept_narrow;
     }
 }
 
@@ -174,8 +178,8 @@ thread_local! {
     static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
-    /// Casts down, casts up, bytes they moved, casts reused, parameter casts.
-    static CASTS: Cell<[u64; 5]> = const { Cell::new([0; 5]) };
+    /// Casts down, casts up, bytes they moved, casts reused, parameter casts, ops kept narrow.
+    static CASTS: Cell<[u64; 6]> = const { Cell::new([0; 6]) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -228,15 +232,21 @@ pub(crate) fn cast(up: bool, bytes: usize, parameter: bool) {
         bytes as u64,
         0,
         u64::from(parameter),
+        0,
     ]);
 }
 
 /// Counts a parameter's cast taken from a clone that was cast already.
 pub(crate) fn cast_reused() {
-    add_casts([0, 0, 0, 1, 0]);
+    add_casts([0, 0, 0, 1, 0, 0]);
 }
 
-fn add_casts(more: [u64; 5]) {
+/// Counts an op that ran on narrow operands and kept its result narrow.
+pub(crate) fn kept_narrow() {
+    add_casts([0, 0, 0, 0, 0, 1]);
+}
+
+fn add_casts(more: [u64; 6]) {
     CASTS.with(|c| {
         let mut casts = c.get();
         casts.iter_mut().zip(more).for_each(|(n, m)| *n += m);
@@ -377,6 +387,7 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     counts.cast_bytes = casts[2] - casts_before[2];
     counts.casts_reused = casts[3] - casts_before[3];
     counts.parameter_casts = casts[4] - casts_before[4];
+    counts.ops_kept_narrow = casts[5] - casts_before[5];
     drop(guard);
     (out, counts)
 }

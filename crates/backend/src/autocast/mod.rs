@@ -3,9 +3,10 @@
 //! A training loop arms a precision on its mesh for its thread ([`Mesh::autocast`]); while it
 //! is armed, the ops of that thread that multiply (`float_matmul`, `linear`, the convolutions,
 //! and their backward ops that multiply) cast their f32 operands to it, run in it on every
-//! rank, and present the result as f32 (below). Every other op (sums, softmax, normalisation
-//! statistics, the loss, the optimizer's update) sees f32 tensors only, and autodiff, which sits
-//! above `Sharded`, never sees a low-precision tensor: parameters, gradients and optimizer state
+//! rank, and present the result as f32 (below). Elementwise ops and activations whose operands
+//! are all such narrow results stay narrow (`narrow.rs`); every other op (sums, softmax,
+//! normalisation statistics, the loss, the optimizer's update) reads f32, and autodiff, which
+//! sits above `Sharded`, never sees a low-precision tensor: parameters, gradients and optimizer state
 //! stay f32, and the backward pass's products run in the low precision too, because they are
 //! the same ops. Products are added in f32: the inner backend's own kernels do so for matrix
 //! products (Flex, CubeCL's matmul); convolutions on CubeCL devices, whose direct kernels add
@@ -13,13 +14,14 @@
 //!
 //! Activations: a result computed in the low precision is kept in it, and presents itself as
 //! f32 (`ShardedTensor::held_narrow`). That is exact, since every value of a bf16 or f16
-//! tensor is an f32 value, so no result changes: an op that reads it in f32 widens it first,
+//! tensor is an f32 value: an op that reads it in f32 widens it first (an elementwise op or an
+//! activation on narrow operands only runs narrow instead, and rounds its result, `narrow.rs`),
 //! layout ops (reshape, slicing, transposes) move it as it is, and a product that wants it in
 //! the low precision takes it without a cast. Autodiff saves what the forward pass hands it, so
 //! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
-//! keys and values) are kept at half the bytes. The operands of products that other ops made in
-//! f32 (a ReLU's or a normalisation's output) stay f32: rounding them would change what those
-//! other ops see. A `Partial` result (a weight gradient of a sharded batch) is cast back to f32
+//! keys and values, a GELU's output) are kept at half the bytes. The operands of products that
+//! other ops made in f32 (a normalisation's or a softmax's output) stay f32: rounding them would
+//! change what those other ops see. A `Partial` result (a weight gradient of a sharded batch) is cast back to f32
 //! at once, for its bucket; a weight gradient that is not `Partial` (one rank, a replicated
 //! batch) is held narrow like any result, and widened where it is read.
 //!
@@ -29,10 +31,12 @@
 //! backward pass's is cast once per step; the copy is freed when the step's scope ends.
 //! Activations are cast at each product that reads them (sharing their casts would keep a
 //! narrow copy alive beside the f32 one autodiff saves). `Counts` gives the casts of a step
-//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `cast_bytes`).
+//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `cast_bytes`) and the ops kept
+//! narrow (`ops_kept_narrow`).
 
 pub(crate) mod convs;
 mod cube_convs;
+pub(crate) mod narrow;
 
 pub use convs::{Conv2dOp, NarrowConvs};
 pub use cube_convs::ImplicitGemmConvs;

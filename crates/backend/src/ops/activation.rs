@@ -18,14 +18,14 @@ impl<B: Backend> ActivationOps<Self> for Sharded<B> {
         fn softmin(tensor: FloatTensor<Self>; dim: usize) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| elementwise::broadcast(m, Linear::No);
+    by_rule! { B, narrow |m| elementwise::broadcast(m, Linear::No);
         fn relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn sigmoid_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
         fn log_sigmoid_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, elementwise::unary;
+    by_rule! { B, narrow elementwise::unary;
         fn leaky_relu(tensor: FloatTensor<Self>; negative_slope: Scalar) -> FloatTensor<Self>;
         fn relu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn gelu(tensor: FloatTensor<Self>) -> FloatTensor<Self>;

@@ -390,23 +390,26 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_flip(tensor: FloatTensor<Self>; axes: &[usize]) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| elementwise::broadcast(m, Linear::Sum);
+    by_rule! { B, narrow |m| elementwise::broadcast(m, Linear::Sum);
         fn float_add(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_sub(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| elementwise::broadcast(m, Linear::Product);
+    by_rule! { B, narrow |m| elementwise::broadcast(m, Linear::Product);
         fn float_mul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, |m| elementwise::broadcast(m, Linear::Numerator);
+    by_rule! { B, narrow |m| elementwise::broadcast(m, Linear::Numerator);
         fn float_div(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, narrow |m| elementwise::broadcast(m, Linear::No);
+        fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>; value: Scalar) -> FloatTensor<Self>;
     }
 
     by_rule! { B, |m| elementwise::broadcast(m, Linear::No);
         fn float_remainder(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_mask_where(tensor: FloatTensor<Self>, mask: BoolTensor<Self>, value: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_mask_fill(tensor: FloatTensor<Self>, mask: BoolTensor<Self>; value: Scalar) -> FloatTensor<Self>;
         fn float_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>; out_dtype: BoolDType) -> BoolTensor<Self>;
         fn float_not_equal(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>; out_dtype: BoolDType) -> BoolTensor<Self>;
         fn float_greater(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>; out_dtype: BoolDType) -> BoolTensor<Self>;
@@ -418,7 +421,7 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_atan2(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, elementwise::scaling;
+    by_rule! { B, narrow elementwise::scaling;
         fn float_mul_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_div_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_neg(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -429,13 +432,27 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_set_require_grad(tensor: FloatTensor<Self>; require_grad: bool) -> FloatTensor<Self>;
     }
 
-    by_rule! { B, elementwise::unary;
-        fn float_into_int(tensor: FloatTensor<Self>; out_dtype: IntDType) -> IntTensor<Self>;
+    by_rule! { B, narrow elementwise::unary;
         fn float_add_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_clamp_min(tensor: FloatTensor<Self>; min: Scalar) -> FloatTensor<Self>;
         fn float_clamp_max(tensor: FloatTensor<Self>; max: Scalar) -> FloatTensor<Self>;
         fn float_clamp(tensor: FloatTensor<Self>; min: Scalar, max: Scalar) -> FloatTensor<Self>;
         fn float_sub_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
+        fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, narrow(Bf16) elementwise::unary;
+        fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+        fn float_powi_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
+        fn float_powi_scalar_impl(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
+        fn float_powf_scalar(tensor: FloatTensor<Self>; value: Scalar) -> FloatTensor<Self>;
+        fn float_powf_scalar_impl(tensor: FloatTensor<Self>; value: Scalar) -> FloatTensor<Self>;
+    }
+
+    by_rule! { B, elementwise::unary;
+        fn float_into_int(tensor: FloatTensor<Self>; out_dtype: IntDType) -> IntTensor<Self>;
         fn float_remainder_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
         fn float_recip(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_equal_elem(lhs: FloatTensor<Self>; rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
@@ -445,21 +462,14 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_lower_elem(lhs: FloatTensor<Self>; rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
         fn float_lower_equal_elem(lhs: FloatTensor<Self>; rhs: Scalar, out_dtype: BoolDType) -> BoolTensor<Self>;
         fn float_cast(tensor: FloatTensor<Self>; dtype: FloatDType) -> FloatTensor<Self>;
-        fn float_exp(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_log(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_log1p(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_powi_scalar(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
-        fn float_powi_scalar_impl(lhs: FloatTensor<Self>; rhs: Scalar) -> FloatTensor<Self>;
-        fn float_powf_scalar(tensor: FloatTensor<Self>; value: Scalar) -> FloatTensor<Self>;
-        fn float_powf_scalar_impl(tensor: FloatTensor<Self>; value: Scalar) -> FloatTensor<Self>;
         fn float_sqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_abs(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_cos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_sin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_tan(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_cosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_sinh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_tanh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_acos(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_acosh(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_asin(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -470,7 +480,6 @@ impl<B: Backend> FloatTensorOps<Self> for Sharded<B> {
         fn float_floor(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_ceil(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_trunc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
-        fn float_erf(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_sign(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
         fn float_is_nan(tensor: FloatTensor<Self>; out_dtype: BoolDType) -> BoolTensor<Self>;
         fn float_is_inf(tensor: FloatTensor<Self>; out_dtype: BoolDType) -> BoolTensor<Self>;

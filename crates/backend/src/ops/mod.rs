@@ -13,6 +13,9 @@
 /// result presented as f32 (before `$then`, so a parameter gradient joins its bucket in f32).
 /// `convolution $rule`: as `autocast`, in f32 where the inner backend's convolutions add in the
 /// element type (`crate::autocast::convs`).
+/// `narrow $rule`: elementwise ops and activations whose float operands, all held in one
+/// narrow dtype while a precision is armed, stay in it, and whose result is held narrow
+/// (`crate::autocast::narrow`); `narrow(Bf16)`: in bf16 only.
 /// `moves $rule, $layout`: a layout op of one float tensor that permutes its dims, which a tensor
 /// held narrow goes through as it is held, and a sharded parameter sharded
 /// (`crate::autocast::moved`); `$layout` names it (`crate::origin::Layout`) for the view's
@@ -43,6 +46,24 @@ macro_rules! by_rule {
     };
     ($inner:ident, convolution $rule:expr; $($body:tt)*) => {
         by_rule! { $inner, convolution $rule => ::core::convert::identity; $($body)* }
+    };
+    ($inner:ident, narrow($range:ident) $rule:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
+        fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
+            use $crate::autocast::narrow::{self, Held as _};
+            let low = narrow::kept(&$lead, &[$($t.held()),*], narrow::Range::$range);
+            let $lead = $lead.as_held(low);
+            $(let $t = $t.as_held(low);)*
+            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
+            let out = $crate::exec::run(stringify!($name), ($lead, $($t,)*), $rule, move |_, ($lead, $($t,)*)| {
+                #[allow(unused_variables)]
+                let ($($($a,)+)?) = &kept;
+                $inner::$name($lead, $($t,)* $($($crate::ops::Lend::lend($a)),+)?)
+            });
+            narrow::presented(out, low)
+        }
+    )*};
+    ($inner:ident, narrow $rule:expr; $($body:tt)*) => {
+        by_rule! { $inner, narrow(Any) $rule; $($body)* }
     };
     ($inner:ident, moves $rule:expr, $layout:expr; $(fn $name:ident($t:ident: $T:ty $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($t: $T, $($($a: $A),+)?) -> $R {

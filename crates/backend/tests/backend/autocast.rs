@@ -35,12 +35,10 @@ fn product_on(mesh: &Mesh<crate::common::Dev>) -> [TensorData; 3] {
 fn product_cast_by_hand(low: FloatDType) -> [TensorData; 3] {
     let x = Tensor::<RefAd, 2>::from_data(rand([12, 7], 1).into_data(), &CPU).require_grad();
     let w = Tensor::<RefAd, 2>::from_data(rand([7, 5], 2).into_data(), &CPU).require_grad();
-    let y = x
-        .clone()
-        .cast(low)
-        .matmul(w.clone().cast(low))
-        .cast(FloatDType::F32);
-    let grads = y.clone().tanh().sum().backward();
+    let y = x.clone().cast(low).matmul(w.clone().cast(low));
+    // tanh of a narrow result runs narrow (`autocast/narrow.rs`).
+    let grads = y.clone().tanh().cast(FloatDType::F32).sum().backward();
+    let y = y.cast(FloatDType::F32);
     [
         y.into_data(),
         x.grad(&grads).unwrap().into_data(),
@@ -66,7 +64,14 @@ fn products_and_their_gradients_run_in_the_armed_precision() {
             .iter()
             .enumerate()
         {
-            let tolerance = if i == 2 { last_place } else { 1e-6 };
+            // In f16, tanh's backward squares in f32 (powers leave f16's range, so they
+            // widen), where by hand it squares in f16: x's gradient a few last places apart.
+            let f16_square = i == 1 && low == FloatDType::F16;
+            let tolerance = if i == 2 || f16_square {
+                last_place
+            } else {
+                1e-6
+            };
             assert_close(
                 got[i].clone(),
                 want[i].clone(),
@@ -131,7 +136,7 @@ fn linear_and_convolution_on(ranks: usize, tolerance: f64) {
             Some(br.clone().cast(low)),
         );
         let z = conv2d(imgr.cast(low), kr.clone().cast(low), None, options.clone());
-        let loss = y.cast(FloatDType::F32).tanh().sum() + z.cast(FloatDType::F32).tanh().sum();
+        let loss = y.tanh().cast(FloatDType::F32).sum() + z.tanh().cast(FloatDType::F32).sum();
         let grads = loss.backward();
         [
             wr.grad(&grads).unwrap().into_data(),
@@ -235,8 +240,10 @@ fn product_results_are_held_narrow_exactly() {
         assert_eq!(held(&y), vec![4 * 4 * narrow; 2], "{low:?}: 4 rows a rank");
         let moved = y.clone().reshape([8, 2, 2]).swap_dims(1, 2).reshape([8, 4]);
         assert_eq!(held(&moved), held(&y), "{low:?}: layout ops keep it narrow");
-        let computed = y.clone().tanh();
-        assert_eq!(held(&computed), vec![4 * 4 * 4; 2], "{low:?}: tanh is f32");
+        let kept = y.clone().tanh();
+        assert_eq!(held(&kept), held(&y), "{low:?}: tanh of it stays narrow");
+        let computed = y.clone().sin();
+        assert_eq!(held(&computed), vec![4 * 4 * 4; 2], "{low:?}: sin is f32");
         // A product taking it (a GELU's input kept for backward, then the next layer).
         let out = burn::tensor::activation::gelu(moved.clone()).matmul(vs.clone())
             + moved.matmul(vs.clone()).tanh();
@@ -248,13 +255,13 @@ fn product_results_are_held_narrow_exactly() {
             ws.grad(&grads).unwrap().into_data(),
         ];
         drop(armed);
-        // By hand: every product's operands cast, its result cast back to f32 at once.
+        // By hand: every product's operands cast, the elementwise ops on its results in the
+        // low precision, the output cast back to f32.
         let f32 = FloatDType::F32;
         let xr = Tensor::<RefAd, 2>::from_data(x.to_data(), &CPU).require_grad();
         let wr = Tensor::<RefAd, 2>::from_data(w.to_data(), &CPU).require_grad();
         let vr = Tensor::<RefAd, 2>::from_data(v.to_data(), &CPU);
-        let product =
-            |a: Tensor<RefAd, 2>, b: Tensor<RefAd, 2>| a.cast(low).matmul(b.cast(low)).cast(f32);
+        let product = |a: Tensor<RefAd, 2>, b: Tensor<RefAd, 2>| a.cast(low).matmul(b.cast(low));
         let yr = product(xr.clone(), wr.clone());
         let movedr = yr
             .clone()
@@ -263,9 +270,10 @@ fn product_results_are_held_narrow_exactly() {
             .reshape([8, 4]);
         let outr = product(burn::tensor::activation::gelu(movedr.clone()), vr.clone())
             + product(movedr, vr).tanh();
+        let outr = outr.cast(f32);
         let grads = outr.clone().sum().backward();
         let want = [
-            yr.into_data(),
+            yr.cast(f32).into_data(),
             outr.into_data(),
             xr.grad(&grads).unwrap().into_data(),
             wr.grad(&grads).unwrap().into_data(),

@@ -11,6 +11,7 @@ mod empty_blocks;
 mod errors;
 mod gradients;
 mod learner;
+mod narrow_ops;
 mod ops;
 mod parameter_casts;
 mod parameter_gathers;

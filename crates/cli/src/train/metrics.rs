@@ -179,6 +179,10 @@ pub struct Summary {
     pub casts_up_per_step: u64,
     #[serde(default)]
     pub cast_bytes_per_step: u64,
+    /// Elementwise ops and activations of the last step that ran on narrow operands and kept
+    /// their result narrow, casting nothing.
+    #[serde(default)]
+    pub ops_kept_narrow_per_step: u64,
     /// The ZeRO stage, and the bytes of optimizer state each rank held at the end (AdamW's
     /// moments; `None` for SGD, whose state Burn keeps private).
     #[serde(default)]

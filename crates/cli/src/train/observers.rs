@@ -55,8 +55,8 @@ pub struct Tally {
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
     /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
-    /// and reused.
-    pub casts: [u64; 5],
+    /// and reused; and its ops that kept narrow operands narrow.
+    pub casts: [u64; 6],
 }
 
 impl Tally {
@@ -76,6 +76,7 @@ impl Tally {
             counts.cast_bytes,
             counts.parameter_casts,
             counts.casts_reused,
+            counts.ops_kept_narrow,
         ];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;

@@ -32,7 +32,7 @@ fn parameters_with_dims<M: Module<Ad>>(module: &M, dims: &[usize]) -> u64 {
 fn same_every_step(reports: Vec<Counts>) -> Counts {
     let key = |c: &Counts| {
         let moved = (c.casts_down, c.casts_up, c.cast_bytes);
-        (moved, c.parameter_casts, c.casts_reused)
+        (moved, c.parameter_casts, c.casts_reused, c.ops_kept_narrow)
     };
     for later in &reports[1..] {
         assert_eq!(key(later), key(&reports[0]));
@@ -61,8 +61,13 @@ fn the_tiny_resnet_casts_each_parameter_once_per_step() {
     let c = same_every_step(reports);
     println!(
         "tiny ResNet, bf16, 2 ranks, 16 images of 8×8: {products} products; per step {} casts \
-         down ({} of parameters, {} reused), {} up, {} bytes",
-        c.casts_down, c.parameter_casts, c.casts_reused, c.casts_up, c.cast_bytes
+         down ({} of parameters, {} reused), {} up, {} bytes; {} ops kept narrow",
+        c.casts_down,
+        c.parameter_casts,
+        c.casts_reused,
+        c.casts_up,
+        c.cast_bytes,
+        c.ops_kept_narrow
     );
     assert_eq!(c.parameter_casts, read_by_products, "{c:?}");
     // The backward pass reads every weight again, but the first convolution's (whose input
@@ -105,8 +110,13 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     let c = gpt_casts(Precision::Bf16, &mesh);
     println!(
         "tiny GPT, bf16, 2 ranks, 8 sequences of 16 tokens: per step {} casts down ({} of \
-         parameters, {} reused), {} up, {} bytes",
-        c.casts_down, c.parameter_casts, c.casts_reused, c.casts_up, c.cast_bytes
+         parameters, {} reused), {} up, {} bytes; {} ops kept narrow",
+        c.casts_down,
+        c.parameter_casts,
+        c.casts_reused,
+        c.casts_up,
+        c.cast_bytes,
+        c.ops_kept_narrow
     );
     // Each block's four linear layers (attention's QKV and output, the MLP's two), weights and
     // biases, and the output head (the token embedding's transpose): each cast once.
@@ -115,6 +125,10 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     // The backward pass reads every weight again for its input's gradient (the head's as the
     // transpose of its transpose): from the forward pass's casts.
     assert_eq!(c.casts_reused, linears + 1, "{c:?}");
+    // Each block's forward pass runs its GELU (8 elementwise ops in Burn's tanh form) and
+    // attention's scale and causal mask on the narrow products they follow, casting nothing.
+    let layers = GptConfig::tiny().n_layers as u64;
+    assert!(c.ops_kept_narrow >= 10 * layers, "{c:?}");
     // Every weight's gradient is `Partial`, cast up for its bucket.
     assert!(c.casts_up > linears, "{c:?}");
 }

@@ -1,0 +1,101 @@
+//! Elementwise ops and activations on narrow results: while a precision is armed, an op whose
+//! float operands are all held in one narrow dtype runs in it and its result stays narrow (no
+//! cast), with the values the inner backend gives for the same op on a bf16 tensor; an op that
+//! mixes in an f32 operand widens, as type promotion does; f16 widens the ops that can leave
+//! its range (exponentials, powers); a thread with nothing armed widens.
+
+use crate::common::{lift, mesh, rand, Layout, Ref, S};
+use burn::tensor::activation::{gelu, gelu_approximate, relu};
+use burn::tensor::{FloatDType, Tensor, TensorData};
+use firemesh_backend::stats::{count, Counts};
+use firemesh_backend::Mesh;
+
+/// The bytes each rank holds of `t`.
+fn held(t: &Tensor<S, 2>) -> Vec<usize> {
+    t.clone().into_primitive().tensor().bytes_per_rank()
+}
+
+/// `x · w` on `mesh` (x sharded by rows): a product's result, held in the armed precision.
+fn product(mesh: &Mesh<crate::common::Dev>) -> Tensor<S, 2> {
+    let x = lift::<S, 2>(&rand([8, 6], 1), mesh, Layout::Shard(0));
+    let w = lift::<S, 2>(&rand([6, 4], 2), mesh, Layout::Replicated);
+    x.matmul(w)
+}
+
+/// An MLP's activation and what follows it: GELU (tanh form, 8 elementwise ops in Burn),
+/// exact GELU, ReLU, a residual add of two narrow tensors and a scale.
+fn activations<B: burn::tensor::backend::Backend>(y: Tensor<B, 2>) -> Tensor<B, 2> {
+    let a = gelu_approximate(y.clone());
+    let b = gelu(y.clone()).mul_scalar(0.5);
+    relu(a + b).neg().abs()
+}
+
+#[test]
+fn elementwise_ops_on_narrow_results_stay_narrow() {
+    let mesh = mesh(2);
+    let armed = mesh.autocast(FloatDType::BF16);
+    let y = product(&mesh);
+    let (out, c): (Tensor<S, 2>, Counts) = count(|| activations(y.clone()));
+    assert_eq!(
+        held(&out),
+        vec![4 * 4 * 2; 2],
+        "held in bf16, 4 rows a rank"
+    );
+    assert_eq!((c.casts_down, c.casts_up, c.cast_bytes), (0, 0, 0), "{c:?}");
+    // 8 ops of the tanh GELU, the exact GELU and its scale, the add, ReLU, neg, abs.
+    assert_eq!(c.ops_kept_narrow, 14, "{c:?}");
+    let got = out.into_data();
+    drop(armed);
+    // One device, the same ops on the product in bf16, then f32.
+    let bf16 = FloatDType::BF16;
+    let x = rand([8, 6], 1).cast(bf16);
+    let w = rand([6, 4], 2).cast(bf16);
+    let want = activations::<Ref>(x.matmul(w)).cast(FloatDType::F32);
+    assert_eq!(got, want.into_data());
+}
+
+#[test]
+fn an_f32_operand_widens_the_narrow_one() {
+    let mesh = mesh(2);
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let y = product(&mesh);
+    let residual = lift::<S, 2>(&rand([8, 4], 3), &mesh, Layout::Shard(0));
+    let (sum, c) = count(|| y.clone() + residual.clone());
+    assert_eq!(held(&sum), vec![4 * 4 * 4; 2], "f32");
+    assert_eq!((c.casts_up, c.ops_kept_narrow), (1, 0), "{c:?}");
+    let want: Vec<f32> = y.into_data().iter::<f32>().collect();
+    let plus: Vec<f32> = residual.into_data().iter::<f32>().collect();
+    let want: Vec<f32> = want.iter().zip(&plus).map(|(a, b)| a + b).collect();
+    assert_eq!(sum.into_data(), TensorData::new(want, [8, 4]));
+}
+
+#[test]
+fn f16_widens_exponentials_and_powers() {
+    let mesh = mesh(2);
+    let _armed = mesh.autocast(FloatDType::F16);
+    let y = product(&mesh);
+    let (kept, c) = count(|| y.clone().tanh());
+    assert_eq!((held(&kept), c.casts_up), (vec![4 * 4 * 2; 2], 0));
+    for (op, out) in [
+        (
+            "exp",
+            (|t: Tensor<S, 2>| t.exp()) as fn(Tensor<S, 2>) -> Tensor<S, 2>,
+        ),
+        ("powf", |t| t.powf_scalar(3.0)),
+    ] {
+        let (wide, c) = count(|| out(y.clone()));
+        assert_eq!(held(&wide), vec![4 * 4 * 4; 2], "{op}: f32");
+        assert_eq!((c.casts_up, c.ops_kept_narrow), (1, 0), "{op}: {c:?}");
+    }
+}
+
+#[test]
+fn a_thread_with_nothing_armed_widens() {
+    let mesh = mesh(2);
+    let armed = mesh.autocast(FloatDType::BF16);
+    let y = product(&mesh);
+    drop(armed);
+    let (out, c) = count(|| relu(y.clone()));
+    assert_eq!(held(&out), vec![4 * 4 * 4; 2]);
+    assert_eq!((c.casts_up, c.ops_kept_narrow), (1, 0), "{c:?}");
+}
