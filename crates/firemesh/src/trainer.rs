@@ -159,10 +159,11 @@ where
         Self::new(model, optimizer, mesh.clone(), Some(sums))
     }
 
-    /// Computes matrix products and convolutions in `precision` (forward and backward; the
-    /// rest, the parameters and the optimizer state stay f32), with dynamic loss scaling under
-    /// f16 ([`LossScaling::default`] until [`Trainer::with_loss_scaling`]). Fails, naming the
-    /// device, when a rank's device cannot compute in it.
+    /// Computes matrix products and convolutions in `precision` (forward and backward), and the
+    /// element-wise ops on their results (the rest, the parameters and the optimizer state stay
+    /// f32), with dynamic loss scaling under f16 ([`LossScaling::default`] until
+    /// [`Trainer::with_loss_scaling`]). Fails, naming the device, when a rank's device cannot
+    /// compute in it.
     pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
         precision.check::<B>(self.device.devices())?;
         self.precision = precision;

@@ -1,4 +1,5 @@
-//! Autocast: matrix products and convolutions in a lower precision, everything else in f32.
+//! Autocast: matrix products and convolutions in a lower precision, and the element-wise ops
+//! on their results; everything else in f32.
 //!
 //! A training loop arms a precision on its mesh for its thread ([`Mesh::autocast`]); while it
 //! is armed, the ops of that thread that multiply (`float_matmul`, `linear`, the convolutions,

@@ -32,7 +32,7 @@ pub(crate) trait Held: Sized {
     /// `None`: not a float tensor (a mask); else the narrow dtype it is held in, if any.
     fn held(&self) -> Option<Option<DType>>;
     /// The operand as held (unwidened) where the op runs narrow.
-    fn as_held(self, narrow: Option<DType>) -> Self;
+    fn into_held_if(self, narrow: Option<DType>) -> Self;
 }
 
 impl<B: Backend> Held for F<B> {
@@ -40,7 +40,7 @@ impl<B: Backend> Held for F<B> {
         Some(self.held_narrow())
     }
 
-    fn as_held(self, narrow: Option<DType>) -> Self {
+    fn into_held_if(self, narrow: Option<DType>) -> Self {
         match narrow {
             Some(_) => self.into_held(),
             None => self,
@@ -53,7 +53,7 @@ impl<B: Backend> Held for ShardedTensor<B, BoolKind> {
         None
     }
 
-    fn as_held(self, _: Option<DType>) -> Self {
+    fn into_held_if(self, _: Option<DType>) -> Self {
         self
     }
 }

@@ -51,8 +51,8 @@ macro_rules! by_rule {
         fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
             use $crate::autocast::narrow::{self, Held as _};
             let low = narrow::kept(&$lead, &[$($t.held()),*], narrow::Range::$range);
-            let $lead = $lead.as_held(low);
-            $(let $t = $t.as_held(low);)*
+            let $lead = $lead.into_held_if(low);
+            $(let $t = $t.into_held_if(low);)*
             let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
             let out = $crate::exec::run(stringify!($name), ($lead, $($t,)*), $rule, move |_, ($lead, $($t,)*)| {
                 #[allow(unused_variables)]
