@@ -217,6 +217,10 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
     assert_eq!(casts(&full), (0, 0, 0));
     let (down, up, bytes) = casts(&half);
     assert!(down > 0 && up > 0 && bytes > 0, "{half:?}");
+    // Where a block's input feeds two convolutions (its first and its downsampling one), the
+    // backward pass adds their two narrow input gradients: kept narrow.
+    assert_eq!(full.ops_kept_narrow_per_step, 0);
+    assert!(half.ops_kept_narrow_per_step > 0, "{half:?}");
     // Every trained parameter of the tiny ResNet has a gradient: 2 bytes of each saved per
     // step (BatchNorm's running statistics have none).
     let saved = full.comm_bytes_per_step - half.comm_bytes_per_step;

@@ -28,6 +28,20 @@ fn parameters_with_dims<M: Module<Ad>>(module: &M, dims: &[usize]) -> u64 {
     count.1
 }
 
+/// Prints a step's casts, for the closing notes and the README.
+fn show(what: &str, c: &Counts) {
+    println!(
+        "{what}: per step {} casts down ({} of parameters, {} reused), {} up, {} bytes; {} ops \
+         kept narrow",
+        c.casts_down,
+        c.parameter_casts,
+        c.casts_reused,
+        c.casts_up,
+        c.cast_bytes,
+        c.ops_kept_narrow
+    );
+}
+
 /// The cast counts of 3 steps, which must be the same every step; the first is returned.
 fn same_every_step(reports: Vec<Counts>) -> Counts {
     let key = |c: &Counts| {
@@ -59,15 +73,9 @@ fn the_tiny_resnet_casts_each_parameter_once_per_step() {
         .map(|i| resnet_step(&mut narrow, &mesh, i, 1.0).counts)
         .collect();
     let c = same_every_step(reports);
-    println!(
-        "tiny ResNet, bf16, 2 ranks, 16 images of 8×8: {products} products; per step {} casts \
-         down ({} of parameters, {} reused), {} up, {} bytes; {} ops kept narrow",
-        c.casts_down,
-        c.parameter_casts,
-        c.casts_reused,
-        c.casts_up,
-        c.cast_bytes,
-        c.ops_kept_narrow
+    show(
+        &format!("tiny ResNet, bf16, 2 ranks, 16 images of 8×8, {products} products"),
+        &c,
     );
     assert_eq!(c.parameter_casts, read_by_products, "{c:?}");
     // The backward pass reads every weight again, but the first convolution's (whose input
@@ -108,16 +116,7 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     let f32_run = gpt_casts(Precision::F32, &mesh);
     assert_eq!((f32_run.casts_down, f32_run.casts_up), (0, 0));
     let c = gpt_casts(Precision::Bf16, &mesh);
-    println!(
-        "tiny GPT, bf16, 2 ranks, 8 sequences of 16 tokens: per step {} casts down ({} of \
-         parameters, {} reused), {} up, {} bytes; {} ops kept narrow",
-        c.casts_down,
-        c.parameter_casts,
-        c.casts_reused,
-        c.casts_up,
-        c.cast_bytes,
-        c.ops_kept_narrow
-    );
+    show("tiny GPT, bf16, 2 ranks, 8 sequences of 16 tokens", &c);
     // Each block's four linear layers (attention's QKV and output, the MLP's two), weights and
     // biases, and the output head (the token embedding's transpose): each cast once.
     let linears = 4 * GptConfig::tiny().n_layers as u64;
