@@ -5,6 +5,7 @@
 use crate::across;
 use crate::kind::Kind;
 use crate::mesh::Mesh;
+use crate::part::Part;
 use crate::placement::{self, block_ranges, Placement};
 use crate::route::{self, To};
 use crate::rules::Want;
@@ -33,7 +34,7 @@ pub(crate) fn apply_want<B: Backend, K: Kind<B>>(t: T<B, K>, want: &Want) -> T<B
 /// The same value, held whole by every rank. A `Partial` tensor's sum is left for its clones.
 pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
     let t = t.with_known_sum();
-    let for_clones = t.sum_for_clones();
+    let for_clones = t.shared_with_clones();
     let (parts, placement, mesh) = t.into_split();
     let parts = match placement {
         Placement::Replicated => parts,
@@ -45,7 +46,8 @@ pub(crate) fn to_replicated<B: Backend, K: Kind<B>>(t: T<B, K>) -> T<B, K> {
             stats::redistribution(Redistribution::PartialToReplicated);
             let sums = route::sum::<B, K>(parts, &mesh, To::EveryRank);
             if let Some(shared) = for_clones {
-                let _ = shared.set((sums.clone(), Placement::Replicated));
+                let ready = sums.iter().cloned().map(Part::Ready).collect();
+                let _ = shared.set((ready, Placement::Replicated));
             }
             sums
         }

@@ -106,6 +106,10 @@ pub struct Counts {
     /// Parameter casts not made again: a clone of the parameter (read again by the backward
     /// pass) had been cast already in the step. Counted as `ops` is.
     pub casts_reused: u64,
+    /// Of `casts_up`'s readers, those that took the widening a clone had made already (a
+    /// narrow result read by several f32 ops, as Burn's BatchNorm reads its input): each
+    /// narrow tensor is widened once for all its clones. Counted as `ops` is.
+    pub casts_up_reused: u64,
     /// The bytes those casts read and wrote, over all ranks. Counted as `ops` is.
     pub cast_bytes: u64,
     /// Elementwise ops and activations that ran on operands held narrow and kept their result
@@ -164,6 +168,7 @@ impl Counts {
         self.casts_up += other.casts_up;
         self.parameter_casts += other.parameter_casts;
         self.casts_reused += other.casts_reused;
+        self.casts_up_reused += other.casts_up_reused;
         self.cast_bytes += other.cast_bytes;
         self.ops_kept_narrow += other.ops_kept_narrow;
     }
@@ -178,8 +183,9 @@ thread_local! {
     static COMM_NANOS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
-    /// Casts down, casts up, bytes they moved, casts reused, parameter casts, ops kept narrow.
-    static CASTS: Cell<[u64; 6]> = const { Cell::new([0; 6]) };
+    /// Casts down, casts up, bytes they moved, casts reused, parameter casts, ops kept narrow,
+    /// widenings reused.
+    static CASTS: Cell<[u64; 7]> = const { Cell::new([0; 7]) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -233,20 +239,26 @@ pub(crate) fn cast(up: bool, bytes: usize, parameter: bool) {
         0,
         u64::from(parameter),
         0,
+        0,
     ]);
 }
 
 /// Counts a parameter's cast taken from a clone that was cast already.
 pub(crate) fn cast_reused() {
-    add_casts([0, 0, 0, 1, 0, 0]);
+    add_casts([0, 0, 0, 1, 0, 0, 0]);
 }
 
 /// Counts an op that ran on narrow operands and kept its result narrow.
 pub(crate) fn kept_narrow() {
-    add_casts([0, 0, 0, 0, 0, 1]);
+    add_casts([0, 0, 0, 0, 0, 1, 0]);
 }
 
-fn add_casts(more: [u64; 6]) {
+/// Counts a read of a narrow tensor that took the widening a clone of it had made.
+pub(crate) fn widening_reused() {
+    add_casts([0, 0, 0, 0, 0, 0, 1]);
+}
+
+fn add_casts(more: [u64; 7]) {
     CASTS.with(|c| {
         let mut casts = c.get();
         casts.iter_mut().zip(more).for_each(|(n, m)| *n += m);
@@ -388,6 +400,7 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     counts.casts_reused = casts[3] - casts_before[3];
     counts.parameter_casts = casts[4] - casts_before[4];
     counts.ops_kept_narrow = casts[5] - casts_before[5];
+    counts.casts_up_reused = casts[6] - casts_before[6];
     drop(guard);
     (out, counts)
 }

@@ -17,9 +17,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     state: State<B, K>,
     pub(crate) mesh: Mesh<B::Device>,
-    /// A `Partial` tensor's sum over the ranks, shared with its clones: made when a `Partial`
-    /// tensor is first cloned, filled by the first clone to be summed (see [`SharedSum`]).
-    sum: OnceLock<SharedSum<K::P>>,
+    /// This value in the form its readers take, shared with its clones: made when a `Partial`
+    /// tensor or one held narrow is first cloned, filled by the first clone to be summed or
+    /// widened (see [`Shared`]).
+    shared: OnceLock<Shared<K::P>>,
     /// Set on a parameter by the loop that trains it ([`ShardedTensor::mark_parameter`]) and
     /// kept by its clones: where autocast finds the parameter's narrow copy (see [`CastSlot`]).
     cast: Option<CastSlot<K::P>>,
@@ -35,11 +36,14 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     widen: Option<fn(Self) -> Self>,
 }
 
-/// The sum of a `Partial` value, one part per rank and its placement (`Replicated`, or
-/// `Shard(0)` where it was reduce-scattered: ZeRO-1's early buckets), for every clone of it. Burn's BatchNorm
-/// uses its batch mean twice (to centre the input for the variance, and in the output), so
-/// without it each statistic was summed across the ranks once per use.
-type SharedSum<P> = Arc<OnceLock<(Vec<P>, Placement)>>;
+/// A value as its readers take it, one part per rank and its placement, worked out once for
+/// every clone of it: the sum of a `Partial` value (`Replicated`, or `Shard(0)` where it was
+/// reduce-scattered: ZeRO-1's early buckets), or a tensor held narrow widened to f32. Burn's
+/// BatchNorm reads its input twice (to centre it for the variance, and in the output) and its
+/// batch mean twice: without it, a mean was summed across the ranks, and a convolution's
+/// output held narrow widened, once per read. The widened copy lives as long as a clone of the
+/// narrow tensor does (where autodiff saves the narrow tensor, until its backward op ran).
+type Shared<P> = Arc<OnceLock<(Vec<Part<P>>, Placement)>>;
 
 /// A parameter's narrow copy, made by autocast (`crate::autocast`) for every clone of it. A
 /// parameter is read by its layer's product in the forward pass and again in the backward pass
@@ -91,7 +95,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         Self {
             state: State::Ready { parts, placement },
             mesh,
-            sum: OnceLock::new(),
+            shared: OnceLock::new(),
             cast: None,
             origin: None,
             widen: None,
@@ -103,7 +107,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         Self {
             state: State::Pending(Arc::new(pending)),
             mesh,
-            sum: OnceLock::new(),
+            shared: OnceLock::new(),
             cast: None,
             origin: None,
             widen: None,
@@ -130,24 +134,27 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// As [`ShardedTensor::with_known_sum`], in place: nothing moves unless a sum is known.
     pub(crate) fn use_known_sum(&mut self) {
-        let Some((parts, placement)) = self.sum.get().and_then(|s| s.get()) else {
+        if self.placement() != Placement::Partial {
             return;
-        };
-        if self.placement() == Placement::Partial {
+        }
+        if let Some((parts, placement)) = self.shared.get().and_then(|s| s.get()) {
             crate::stats::sum_reused();
-            *self = Self::new(parts.clone(), *placement, self.mesh.clone());
+            *self = Self::issued(parts.clone(), *placement, self.mesh.clone());
         }
     }
 
-    /// Where to leave this `Partial` tensor's sum for its clones: `None` when no clone of it
-    /// is alive (nothing would read it).
-    pub(crate) fn sum_for_clones(&self) -> Option<SharedSum<K::P>> {
-        self.sum.get().filter(|s| Arc::strong_count(s) > 1).cloned()
+    /// Where to leave this tensor's sum (a `Partial` one) or widening (one held narrow) for
+    /// its clones: `None` when no clone of it is alive (nothing would read it).
+    pub(crate) fn shared_with_clones(&self) -> Option<Shared<K::P>> {
+        self.shared
+            .get()
+            .filter(|s| Arc::strong_count(s) > 1)
+            .cloned()
     }
 
     /// Whether this is a `Partial` tensor with a clone alive: summing either fills both.
     pub(crate) fn has_live_clones(&self) -> bool {
-        self.sum.get().is_some_and(|s| Arc::strong_count(s) > 1)
+        self.placement() == Placement::Partial && self.shared_with_clones().is_some()
     }
 
     /// Whether this is a random draw that no op has taken yet.
@@ -197,7 +204,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// is widened to the f32 it presents first.
     pub(crate) fn into_issued(mut self) -> Issued<K::P, B::Device> {
         if let Some(widen) = self.widen.take() {
-            return widen(self).into_issued();
+            return self.widened_once(widen);
         }
         let Self { state, mesh, .. } = self.drawn(None);
         match state {
@@ -208,6 +215,21 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     pub(crate) fn into_parts(self) -> Vec<K::P> {
         self.into_split().0
+    }
+
+    /// This tensor held narrow widened by `widen`, once for all its clones: the first to be
+    /// read widens it and leaves the f32 parts for the others.
+    fn widened_once(self, widen: fn(Self) -> Self) -> Issued<K::P, B::Device> {
+        if let Some((parts, placement)) = self.shared.get().and_then(|s| s.get()) {
+            crate::stats::widening_reused();
+            return (parts.clone(), *placement, self.mesh);
+        }
+        let shared = self.shared_with_clones();
+        let (parts, placement, mesh) = widen(self).into_issued();
+        if let Some(shared) = shared {
+            let _ = shared.set((parts.clone(), placement));
+        }
+        (parts, placement, mesh)
     }
 
     /// The dtype its parts are held in, where that is narrower than the f32 it presents.
@@ -354,14 +376,14 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             },
             State::Pending(p) => State::Pending(p.clone()),
         };
-        let sum = OnceLock::new();
-        if self.placement() == Placement::Partial {
-            let _ = sum.set(self.sum.get_or_init(SharedSum::default).clone());
+        let shared = OnceLock::new();
+        if self.placement() == Placement::Partial || self.widen.is_some() {
+            let _ = shared.set(self.shared.get_or_init(Shared::default).clone());
         }
         Self {
             state,
             mesh: self.mesh.clone(),
-            sum,
+            shared,
             cast: self.cast.clone(),
             origin: self.origin.clone(),
             widen: self.widen,

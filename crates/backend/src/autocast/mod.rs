@@ -15,10 +15,12 @@
 //!
 //! Activations: a result computed in the low precision is kept in it, and presents itself as
 //! f32 (`ShardedTensor::held_narrow`). That is exact, since every value of a bf16 or f16
-//! tensor is an f32 value: an op that reads it in f32 widens it first (an elementwise op or an
-//! activation on narrow operands only runs narrow instead, and rounds its result, `narrow.rs`),
-//! layout ops (reshape, slicing, transposes) move it as it is, and a product that wants it in
-//! the low precision takes it without a cast. Autodiff saves what the forward pass hands it, so
+//! tensor is an f32 value: an op that reads it in f32 widens it first (an elementwise op or
+//! an activation on narrow operands only runs narrow instead, and rounds its result,
+//! `narrow.rs`), layout ops (reshape, slicing, transposes) move it as it is, and a product
+//! that wants it in the low precision takes it without a cast. It is widened once for all its
+//! clones: the first f32 reader leaves the f32 copy for the others, which lives as long as
+//! they do (`Shared` in `tensor.rs`; BatchNorm reads its input twice). Autodiff saves what the forward pass hands it, so
 //! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
 //! keys and values, a GELU's output) are kept at half the bytes. The operands of products that
 //! other ops made in f32 (a normalisation's or a softmax's output) stay f32: rounding them would
@@ -32,8 +34,8 @@
 //! backward pass's is cast once per step; the copy is freed when the step's scope ends.
 //! Activations are cast at each product that reads them (sharing their casts would keep a
 //! narrow copy alive beside the f32 one autodiff saves). `Counts` gives the casts of a step
-//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `cast_bytes`) and the ops kept
-//! narrow (`ops_kept_narrow`).
+//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `casts_up_reused`,
+//! `cast_bytes`) and the ops kept narrow (`ops_kept_narrow`).
 
 pub(crate) mod convs;
 mod cube_convs;

@@ -243,7 +243,7 @@ pub(crate) fn gradient_made<B: Backend>(g: F<B>) -> F<B> {
 fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
     let (sums, tensors): (Vec<_>, Vec<F<B>>) = bucket
         .into_iter()
-        .filter_map(|t| t.sum_for_clones().map(|s| (s, t)))
+        .filter_map(|t| t.shared_with_clones().map(|s| (s, t)))
         .unzip();
     if tensors.is_empty() {
         return;
@@ -267,8 +267,8 @@ fn sum_early<B: Backend>(session: &Arc<Session>, bucket: Vec<F<B>>) {
             for (sum, t) in sums.into_iter().zip(summed) {
                 // A clone summed meanwhile holds the same sum (up to the wire's rounding),
                 // whole where this one is scattered: either serves.
-                let placement = t.placement();
-                let _ = sum.set((t.into_parts(), placement));
+                let (parts, placement, _) = t.into_issued();
+                let _ = sum.set((parts, placement));
             }
         };
         match in_world {

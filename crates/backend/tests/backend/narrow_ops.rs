@@ -83,6 +83,8 @@ fn f16_widens_exponentials_and_powers() {
         ),
         ("powf", |t| t.powf_scalar(3.0)),
     ] {
+        // A product of its own: a clone of `y` would take the widening made for the other op.
+        let y = product(&mesh);
         let (wide, c) = count(|| out(y.clone()));
         assert_eq!(held(&wide), vec![4 * 4 * 4; 2], "{op}: f32");
         assert_eq!((c.casts_up, c.ops_kept_narrow), (1, 0), "{op}: {c:?}");
@@ -98,4 +100,59 @@ fn a_thread_with_nothing_armed_widens() {
     let (out, c) = count(|| relu(y.clone()));
     assert_eq!(held(&out), vec![4 * 4 * 4; 2]);
     assert_eq!((c.casts_up, c.ops_kept_narrow), (1, 0), "{c:?}");
+}
+
+#[test]
+fn a_narrow_result_is_widened_once_for_all_its_f32_readers() {
+    let mesh = mesh(2);
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let y = product(&mesh);
+    let r = lift::<S, 2>(&rand([8, 4], 3), &mesh, Layout::Shard(0));
+    let readers = |y: Tensor<S, 2>| (y.clone() + r.clone(), y.clone() * r.clone(), y.sum());
+    let ((sum, product, total), c) = count(|| readers(y.clone()));
+    assert_eq!((c.casts_up, c.casts_up_reused), (1, 2), "{c:?}");
+    assert_eq!(c.cast_bytes, 8 * 4 * (2 + 4), "one widening: {c:?}");
+    // The same values as each reader widening y on its own.
+    let wide: Vec<f32> = y.into_data().iter::<f32>().collect();
+    let r: Vec<f32> = r.into_data().iter::<f32>().collect();
+    let each = |f: fn(f32, f32) -> f32| -> Vec<f32> {
+        wide.iter().zip(&r).map(|(a, b)| f(*a, *b)).collect()
+    };
+    assert_eq!(sum.into_data(), TensorData::new(each(|a, b| a + b), [8, 4]));
+    assert_eq!(
+        product.into_data(),
+        TensorData::new(each(|a, b| a * b), [8, 4])
+    );
+    let want: f32 = wide.iter().sum();
+    let got = total.into_scalar();
+    assert!(
+        (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+        "{got} vs {want}"
+    );
+}
+
+#[test]
+fn batch_norm_widens_its_narrow_input_once_per_view() {
+    use crate::common::SAd;
+    use burn::nn::conv::Conv2dConfig;
+    use burn::nn::BatchNormConfig;
+    let mesh = mesh(2);
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let x = lift::<SAd, 4>(&rand([4, 3, 8, 8], 1), &mesh, Layout::Shard(0));
+    let conv = Conv2dConfig::new([3, 8], [3, 3]).init::<SAd>(&x.device());
+    let norm = BatchNormConfig::new(8).init::<SAd>(&x.device());
+    let y = conv.forward(x);
+    assert_eq!(
+        y.clone().inner().into_primitive().tensor().bytes_per_rank(),
+        vec![2 * 8 * 6 * 6 * 2; 2],
+        "bf16"
+    );
+    let (_, c) = count(|| norm.forward(y));
+    // The mean reads a transposed view of the input, widened; the variance and the output
+    // read the input itself: widened once for both.
+    assert_eq!(
+        (c.casts_up, c.casts_up_reused, c.casts_down),
+        (2, 1, 0),
+        "{c:?}"
+    );
 }

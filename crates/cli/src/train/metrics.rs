@@ -168,7 +168,8 @@ pub struct Summary {
     /// Autocast's casts in the last step (none in f32): f32 operands cast down to `precision`
     /// (of them the parameters', each cast once per step, and the parameter casts reused by
     /// their other readers instead of made again), narrow results widened to f32 where read
-    /// so, and the bytes those casts read and wrote over all ranks.
+    /// so (each once for all its readers: the reads that took a widening made already), and
+    /// the bytes those casts read and wrote over all ranks.
     #[serde(default)]
     pub casts_down_per_step: u64,
     #[serde(default)]
@@ -177,6 +178,8 @@ pub struct Summary {
     pub casts_reused_per_step: u64,
     #[serde(default)]
     pub casts_up_per_step: u64,
+    #[serde(default)]
+    pub casts_up_reused_per_step: u64,
     #[serde(default)]
     pub cast_bytes_per_step: u64,
     /// Elementwise ops and activations of the last step that ran on narrow operands and kept

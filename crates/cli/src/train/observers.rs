@@ -55,8 +55,8 @@ pub struct Tally {
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
     /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
-    /// and reused; and its ops that kept narrow operands narrow.
-    pub casts: [u64; 6],
+    /// and reused; its ops that kept narrow operands narrow; and the widenings it reused.
+    pub casts: [u64; 7],
 }
 
 impl Tally {
@@ -77,6 +77,7 @@ impl Tally {
             counts.parameter_casts,
             counts.casts_reused,
             counts.ops_kept_narrow,
+            counts.casts_up_reused,
         ];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;

@@ -31,12 +31,13 @@ fn parameters_with_dims<M: Module<Ad>>(module: &M, dims: &[usize]) -> u64 {
 /// Prints a step's casts, for the closing notes and the README.
 fn show(what: &str, c: &Counts) {
     println!(
-        "{what}: per step {} casts down ({} of parameters, {} reused), {} up, {} bytes; {} ops \
-         kept narrow",
+        "{what}: per step {} casts down ({} of parameters, {} reused), {} up ({} reused), {} \
+         bytes; {} ops kept narrow",
         c.casts_down,
         c.parameter_casts,
         c.casts_reused,
         c.casts_up,
+        c.casts_up_reused,
         c.cast_bytes,
         c.ops_kept_narrow
     );
@@ -46,7 +47,8 @@ fn show(what: &str, c: &Counts) {
 fn same_every_step(reports: Vec<Counts>) -> Counts {
     let key = |c: &Counts| {
         let moved = (c.casts_down, c.casts_up, c.cast_bytes);
-        (moved, c.parameter_casts, c.casts_reused, c.ops_kept_narrow)
+        let reused = (c.casts_reused, c.casts_up_reused);
+        (moved, c.parameter_casts, reused, c.ops_kept_narrow)
     };
     for later in &reports[1..] {
         assert_eq!(key(later), key(&reports[0]));
@@ -84,6 +86,9 @@ fn the_tiny_resnet_casts_each_parameter_once_per_step() {
     // Each product casts its input in the forward pass and again for its weight's gradient.
     assert!(c.casts_down >= read_by_products + 2 * products, "{c:?}");
     assert!(c.casts_up >= products, "{c:?}");
+    // A BatchNorm follows each convolution and reads its narrow output twice in f32 (to
+    // centre it for the variance, and for its own output): widened once for both.
+    assert!(c.casts_up_reused >= products - 1, "{c:?}");
     assert!(c.cast_bytes > 0);
 }
 
@@ -130,4 +135,7 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     assert!(c.ops_kept_narrow >= 10 * layers, "{c:?}");
     // Every weight's gradient is `Partial`, cast up for its bucket.
     assert!(c.casts_up > linears, "{c:?}");
+    // Each LayerNorm's backward pass reads its output's gradient (the narrow input gradient
+    // of the linear layer or head after it) in several f32 ops: widened once for all.
+    assert!(c.casts_up_reused > 2 * layers, "{c:?}");
 }
