@@ -59,10 +59,11 @@ impl<B: Backend> Held for ShardedTensor<B, BoolKind> {
 }
 
 /// The narrow dtype the op on `lead` and `others` runs in: the one every float operand is held
-/// in, within `range`, while a precision is armed on `lead`'s mesh for this thread.
-pub(crate) fn kept<B: Backend>(
+/// in, within `range`, while a precision is armed on `lead`'s mesh for this thread. `others`
+/// ([`Held::held`] of the other operands) is read only where `lead` is held narrow.
+pub(crate) fn kept<B: Backend, const N: usize>(
     lead: &F<B>,
-    others: &[Option<Option<DType>>],
+    others: impl FnOnce() -> [Option<Option<DType>>; N],
     range: Range,
 ) -> Option<DType> {
     let dtype = lead.held_narrow()?;
@@ -70,7 +71,7 @@ pub(crate) fn kept<B: Backend>(
     if range == Range::Bf16 && dtype != DType::BF16 {
         return None;
     }
-    let same = others.iter().flatten().all(|o| *o == Some(dtype));
+    let same = others().iter().flatten().all(|o| *o == Some(dtype));
     same.then(|| {
         crate::stats::kept_narrow();
         dtype

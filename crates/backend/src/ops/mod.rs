@@ -3,6 +3,20 @@
 //! override) through the one executor, `crate::exec::run`, under the rule of its op family
 //! (`crate::rules`; `tests/backend/table.rs` derives every method's family from these files).
 
+/// One op run under `$rule` on the tensor operands `$t`: each rank runs the inner backend's
+/// method `$name` on its parts of them, with the other arguments `$a`, which the body keeps
+/// (it may run on a rank's thread after the op returned).
+macro_rules! run_inner {
+    ($inner:ident, $name:ident, $rule:expr, ($($t:ident),+), ($($a:ident),*)) => {{
+        let kept = ($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)*);
+        $crate::exec::run(stringify!($name), ($($t,)+), $rule, move |_, ($($t,)+)| {
+            #[allow(unused_variables)]
+            let ($($a,)*) = &kept;
+            $inner::$name($($t,)+ $($crate::ops::Lend::lend($a)),*)
+        })
+    }};
+}
+
 /// Methods whose tensor operands come first and whose other arguments follow (after the `;`),
 /// all under one rule: each runs the inner backend's method of the same name on every rank.
 /// `$rule` plans from the operands' metas; it may use the methods' other arguments by name.
@@ -29,12 +43,7 @@ macro_rules! by_rule {
             let low = $low(stringify!($name), &$lead);
             let $lead = $crate::autocast::Operand::lowered($lead, low);
             $(let $t = $crate::autocast::Operand::lowered($t, low);)*
-            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            let out = $crate::exec::run(stringify!($name), ($lead, $($t,)*), $rule, move |_, ($lead, $($t,)*)| {
-                #[allow(unused_variables)]
-                let ($($($a,)+)?) = &kept;
-                $inner::$name($lead, $($t,)* $($($crate::ops::Lend::lend($a)),+)?)
-            });
+            let out = run_inner!($inner, $name, $rule, ($lead $(, $t)*), ($($($a),+)?));
             $then($crate::autocast::restored(out, low))
         }
     )*};
@@ -50,15 +59,10 @@ macro_rules! by_rule {
     ($inner:ident, narrow($range:ident) $rule:expr; $(fn $name:ident($lead:ident: $L:ty $(, $t:ident: $T:ty)* $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($lead: $L, $($t: $T,)* $($($a: $A),+)?) -> $R {
             use $crate::autocast::narrow::{self, Held as _};
-            let low = narrow::kept(&$lead, &[$($t.held()),*], narrow::Range::$range);
+            let low = narrow::kept(&$lead, || [$($t.held()),*], narrow::Range::$range);
             let $lead = $lead.into_held_if(low);
             $(let $t = $t.into_held_if(low);)*
-            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            let out = $crate::exec::run(stringify!($name), ($lead, $($t,)*), $rule, move |_, ($lead, $($t,)*)| {
-                #[allow(unused_variables)]
-                let ($($($a,)+)?) = &kept;
-                $inner::$name($lead, $($t,)* $($($crate::ops::Lend::lend($a)),+)?)
-            });
+            let out = run_inner!($inner, $name, $rule, ($lead $(, $t)*), ($($($a),+)?));
             narrow::presented(out, low)
         }
     )*};
@@ -81,12 +85,7 @@ macro_rules! by_rule {
     )*};
     ($inner:ident, $rule:expr => $then:expr; $(fn $name:ident($($t:ident: $T:ty),+ $(; $($a:ident: $A:ty),+)?) -> $R:ty;)*) => {$(
         fn $name($($t: $T,)+ $($($a: $A),+)?) -> $R {
-            let kept = ($($($crate::ops::Kept::keep(::core::clone::Clone::clone(&$a)),)+)?);
-            $then($crate::exec::run(stringify!($name), ($($t,)+), $rule, move |_, ($($t,)+)| {
-                #[allow(unused_variables)]
-                let ($($($a,)+)?) = &kept;
-                $inner::$name($($t,)+ $($($crate::ops::Lend::lend($a)),+)?)
-            }))
+            $then(run_inner!($inner, $name, $rule, ($($t),+), ($($($a),+)?)))
         }
     )*};
     ($inner:ident, $rule:expr; $($body:tt)*) => {
