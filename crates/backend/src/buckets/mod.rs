@@ -211,7 +211,7 @@ fn sum_run<B: Backend>(
                 let of_rank = spans
                     .iter()
                     .map(|s| piece::<B>(&flats[s.item][r], lens[s.item], s.start, s.len));
-                cat::<B>(of_rank.collect())
+                route::joined::<B>(of_rank.collect())
             })
             .collect();
         stats::preparing("buckets", || {
@@ -238,7 +238,13 @@ fn sum_run<B: Backend>(
                 .into_iter()
                 .zip(flat)
                 // An empty tensor has no pieces: its (empty) part is already the sum.
-                .map(|(ps, empty)| if ps.is_empty() { empty } else { cat::<B>(ps) })
+                .map(|(ps, empty)| {
+                    if ps.is_empty() {
+                        empty
+                    } else {
+                        route::joined::<B>(ps)
+                    }
+                })
                 .map(|p| B::float_reshape(p, shape.clone()))
                 .collect();
             F::<B>::new(parts, Placement::Replicated, mesh.clone())
@@ -273,12 +279,4 @@ fn cut(lens: &[usize], per_bucket: usize) -> Vec<Vec<Span>> {
         buckets.push(bucket);
     }
     buckets
-}
-
-fn cat<B: Backend>(mut ps: Vec<P<B>>) -> P<B> {
-    if ps.len() == 1 {
-        ps.pop().expect("one piece")
-    } else {
-        B::float_cat(ps, 0)
-    }
 }

@@ -3,7 +3,7 @@
 //! On every rank a bucket is laid out by destination: the blocks of rank 0 of each gradient,
 //! then those of rank 1, and so on, so that rank r's part of the reduce-scatter is its blocks.
 
-use super::{block_offsets, cat, in_dtype, narrowing, piece, sum_run, F, P};
+use super::{block_offsets, in_dtype, narrowing, piece, sum_run, F, P};
 use crate::placement::offsets;
 use crate::placement::Placement;
 use crate::route;
@@ -120,7 +120,7 @@ fn scatter_bucket<B: Backend>(bucket: Vec<F<B>>, wire: Option<FloatDType>) -> Ve
                 (0..flats.len())
                     .map(move |i| piece::<B>(&flats[i][r], totals[i], starts[i][q], lens[i][q]))
             });
-            cat::<B>(by_destination.collect())
+            route::joined::<B>(by_destination.collect())
         })
         .collect();
     let (offsets, rank_lens) = block_offsets(&lens, world_ranks);

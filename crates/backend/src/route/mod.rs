@@ -287,6 +287,16 @@ pub(crate) fn piece<B: Backend>(
     B::float_slice(flat.clone(), &range)
 }
 
+/// The pieces `pieces` end to end along dim 0: the piece itself where there is one.
+pub(crate) fn joined<B: Backend>(
+    mut pieces: Vec<B::FloatTensorPrimitive>,
+) -> B::FloatTensorPrimitive {
+    match pieces.len() {
+        1 => pieces.pop().expect("one piece"),
+        _ => B::float_cat(pieces, 0),
+    }
+}
+
 fn unflat<B: Backend>(t: Tensor<B, 1>) -> B::FloatTensorPrimitive {
     t.into_primitive().tensor()
 }

@@ -10,7 +10,7 @@
 //!   processes (`in_world.rs`), then each tensor's blocks joined with one copy.
 
 use super::{comm_span, deliver, flat, group_call, route, unflat, To, Way};
-use crate::kind::{FloatKind, Kind};
+use crate::kind::FloatKind;
 use crate::mesh::Mesh;
 use crate::placement::offsets;
 use crate::stats::{self, Route};
@@ -156,15 +156,12 @@ impl Layout {
 
 /// The flat blocks joined, the empty ones left out (one kept where all are).
 fn joined<B: Backend>(blocks: Vec<P<B>>, lens: &[usize]) -> P<B> {
-    let mut kept: Vec<P<B>> = (blocks.into_iter().zip(lens))
+    let kept = (blocks.into_iter().zip(lens))
         .enumerate()
         .filter(|(i, (_, &len))| len > 0 || (*i == 0 && lens.iter().all(|&l| l == 0)))
         .map(|(_, (block, _))| block)
         .collect();
-    match kept.len() {
-        1 => kept.pop().expect("one block"),
-        _ => <FloatKind as Kind<B>>::cat(kept, 0),
-    }
+    super::joined::<B>(kept)
 }
 
 fn next<B: Backend>(blocks: &mut std::vec::IntoIter<P<B>>) -> P<B> {
