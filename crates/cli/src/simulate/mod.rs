@@ -224,8 +224,8 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
     };
     // Memory does not depend on the step's time: a run that fits nowhere is refused before
     // firemesh's step is measured.
-    let unmeasured = plan_stages(o, &stages, &profile, &scenario, model.as_ref(), ahead);
-    refuse_if_nothing_fits(o, &unmeasured, device_bytes, gpu, model.as_ref())?;
+    let mut stages = plan_stages(o, &stages, model.as_ref(), ahead);
+    refuse_if_nothing_fits(o, &stages, device_bytes, gpu, model.as_ref())?;
     let mut firemesh_step = None;
     if o.firemesh {
         // firemesh's host time per op, measured here as benches/results/op_host_time.md
@@ -263,7 +263,7 @@ pub fn simulate(o: &SimulateOptions) -> Result<Simulation> {
             )
         })
         .collect();
-    let stages = plan_stages(o, &stages, &profile, &scenario, model.as_ref(), ahead);
+    predict_stages(&mut stages, &profile, &scenario, &o.ranks, ahead);
     Ok(Simulation {
         stages,
         device_bytes,
@@ -465,43 +465,53 @@ fn memory_inputs(
     Ok(Some((net, inputs)))
 }
 
-/// Each stage's predictions, and its memory per rank where the model's shape is known.
+/// Each stage's memory per rank where the model's shape is known (which does not depend on
+/// the step's time), its predictions left for [`predict_stages`].
 fn plan_stages(
     o: &SimulateOptions,
     stages: &[(u8, bool)],
-    profile: &StepProfile,
-    scenario: &Scenario,
     model: Option<&(NetConfig, memory::Inputs)>,
     ahead: Option<u64>,
 ) -> Vec<StagePlan> {
     let estimate = |n: usize, stage: u8| model.map(|(net, i)| memory::estimate(net, i, n, stage));
     stages
         .iter()
-        .map(|&(stage, prefetch)| {
-            let mut s = scenario.clone();
-            s.sharding.stage = stage;
-            // Gathered ahead up to --gather-ahead-mib (the bucket size by default).
-            s.sharding.prefetch = prefetch.then_some(ahead).flatten();
-            StagePlan {
-                stage,
-                prefetch,
-                predictions: firemesh_simulate::sweep(profile, &s, &o.ranks),
-                // Gathered ahead: up to `ahead` bytes of whole parameters more per rank.
-                memory: (o.ranks.iter())
-                    .map(|&n| {
-                        let extra = match (prefetch && n > 1, ahead) {
-                            (true, Some(bytes)) => bytes as f64,
-                            _ => 0.0,
-                        };
-                        estimate(n, stage).map(|m| PerRank {
-                            parameters: m.parameters + extra,
-                            ..m
-                        })
+        .map(|&(stage, prefetch)| StagePlan {
+            stage,
+            prefetch,
+            predictions: Vec::new(),
+            // Gathered ahead: up to `ahead` bytes of whole parameters more per rank.
+            memory: (o.ranks.iter())
+                .map(|&n| {
+                    let extra = match (prefetch && n > 1, ahead) {
+                        (true, Some(bytes)) => bytes as f64,
+                        _ => 0.0,
+                    };
+                    estimate(n, stage).map(|m| PerRank {
+                        parameters: m.parameters + extra,
+                        ..m
                     })
-                    .collect(),
-            }
+                })
+                .collect(),
         })
         .collect()
+}
+
+/// Each stage's predictions at every rank count of `ranks`.
+fn predict_stages(
+    plans: &mut [StagePlan],
+    profile: &StepProfile,
+    scenario: &Scenario,
+    ranks: &[usize],
+    ahead: Option<u64>,
+) {
+    for plan in plans {
+        let mut s = scenario.clone();
+        s.sharding.stage = plan.stage;
+        // Gathered ahead up to --gather-ahead-mib (the bucket size by default).
+        s.sharding.prefetch = plan.prefetch.then_some(ahead).flatten();
+        plan.predictions = firemesh_simulate::sweep(profile, &s, ranks);
+    }
 }
 
 /// Fails when no stage of --zero fits the GPU's memory at any rank count of --ranks, naming the
