@@ -52,11 +52,14 @@ type Shared<P> = Arc<OnceLock<(Vec<Part<P>>, Placement)>>;
 /// force when it was made owns it (`runtime::armed::keep_while_autocast`), so it is freed when
 /// the step's scope ends, however long the parameter lives (a frozen one, all run).
 /// Activations are not marked: their copies would live beside the f32 tensors autodiff saves.
+/// A sharded parameter (ZeRO-3) shares the cast of its blocks, which the op reading it gathers.
 pub(crate) type CastSlot<P> = Arc<Mutex<Weak<NarrowCopy<P>>>>;
 
-/// A `Replicated` f32 tensor's parts cast to `dtype`.
+/// An f32 tensor's parts cast to `dtype`, in its placement (`Replicated`, or a sharded
+/// parameter's blocks).
 pub(crate) struct NarrowCopy<P: 'static> {
     dtype: DType,
+    placement: Placement,
     parts: Vec<Part<P>>,
 }
 
@@ -306,11 +309,11 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         self.origin = origin;
     }
 
-    /// Whether this is a marked parameter whose cast its clones can share: f32, `Replicated`.
+    /// Whether this is a marked parameter whose cast its clones can share: f32, not `Partial`.
     fn cast_slot(&self) -> Option<&CastSlot<K::P>> {
         let shareable = self.widen.is_none()
             && self.dtype() == DType::F32
-            && self.placement() == Placement::Replicated;
+            && self.placement() != Placement::Partial;
         self.cast.as_ref().filter(|_| shareable)
     }
 
@@ -325,7 +328,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         let copy = slot.unwrap_or_else(PoisonError::into_inner).upgrade()?;
         let mesh = self.mesh.clone();
         let parts = copy.parts.clone();
-        Some((Self::issued(parts, Placement::Replicated, mesh), copy.dtype))
+        Some((Self::issued(parts, copy.placement, mesh), copy.dtype))
     }
 
     /// This parameter cast to `dtype`, where a clone of it was cast so in this step.
@@ -339,22 +342,24 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         self.cast_slot().cloned()
     }
 
-    /// Leaves this tensor in `slot` as the cast to `dtype` of the parameter `slot` came from;
-    /// returns the copy, which the caller must keep alive for as long as clones may use it.
+    /// Leaves this tensor in `slot` as the cast to `dtype` of the parameter `slot` came from,
+    /// where it has that parameter's placement `of`; returns the copy, which the caller must
+    /// keep alive for as long as clones may use it.
     pub(crate) fn leave_as_cast(
         &self,
         slot: &CastSlot<K::P>,
         dtype: DType,
+        of: Placement,
     ) -> Option<Arc<NarrowCopy<K::P>>> {
-        let State::Ready {
-            parts,
-            placement: Placement::Replicated,
-        } = &self.state
-        else {
+        let State::Ready { parts, placement } = &self.state else {
             return None;
         };
+        if *placement != of {
+            return None;
+        }
         let copy = Arc::new(NarrowCopy {
             dtype,
+            placement: of,
             parts: parts.clone(),
         });
         *slot.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(&copy);

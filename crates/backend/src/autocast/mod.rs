@@ -122,18 +122,33 @@ impl<B: Backend> Operand<B> for F<B> {
 /// A marked parameter is cast once for all its clones while the precision is armed (`CastSlot`).
 fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     let to = DType::from(dtype);
-    if let Some(done) = t.shared_cast(to) {
-        crate::stats::cast_reused();
-        return done;
-    }
-    let read: usize = t.bytes_per_rank().iter().sum();
-    let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
     let is_parameter = t.is_parameter();
     let origin = t.origin().cloned();
+    let mut out = match t.shared_cast(to) {
+        Some(done) => {
+            crate::stats::cast_reused();
+            done
+        }
+        None => cast_now(t, dtype),
+    };
+    if is_parameter {
+        // A sharded parameter's blocks cast: still the parameter, gathered by the product
+        // where the step gathers parameters (ZeRO-3), in the narrow dtype, of the same origin.
+        out.mark_parameter();
+        out.set_origin(origin);
+    }
+    out
+}
+
+/// [`cast`], made now, and left for the clones of a marked parameter.
+fn cast_now<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
+    let to = DType::from(dtype);
+    let read: usize = t.bytes_per_rank().iter().sum();
+    let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
     let shared = t.cast_for_clones().is_some().then(|| t.clone());
     let up = dtype == FloatDType::F32;
-    crate::stats::cast(up, read + read / from * to.size(), is_parameter);
-    let mut out: F<B> = armed::keeping_parameters_sharded(|| {
+    crate::stats::cast(up, read + read / from * to.size(), t.is_parameter());
+    let out: F<B> = armed::keeping_parameters_sharded(|| {
         crate::exec::run(
             "autocast",
             (t,),
@@ -143,12 +158,6 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     });
     if let Some(parameter) = shared {
         keep_for_clones(&parameter, out.clone(), to);
-    }
-    if is_parameter {
-        // A sharded parameter's blocks cast: still the parameter, gathered by the product
-        // where the step gathers parameters (ZeRO-3), in the narrow dtype, of the same origin.
-        out.mark_parameter();
-        out.set_origin(origin);
     }
     out
 }
@@ -215,7 +224,7 @@ fn keep_for_clones<B: Backend>(of: &F<B>, narrow: F<B>, dtype: DType) {
     let Some(slot) = of.cast_for_clones() else {
         return;
     };
-    if let Some(copy) = narrow.leave_as_cast(&slot, dtype) {
+    if let Some(copy) = narrow.leave_as_cast(&slot, dtype, of.placement()) {
         let owner = Arc::downgrade(&slot);
         armed::keep_while_autocast(of.mesh().key(), owner, Box::new(copy));
     }

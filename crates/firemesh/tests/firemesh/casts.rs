@@ -101,10 +101,12 @@ fn tokens(i: usize, mesh: &Mesh<FlexDevice>) -> Tensor<Ad, 2, Int> {
     shard_int(t, 0).unwrap()
 }
 
-fn gpt_casts(precision: Precision, mesh: &Mesh<FlexDevice>) -> Counts {
+fn gpt_casts(precision: Precision, zero: u8, mesh: &Mesh<FlexDevice>) -> Counts {
     let model: Gpt<Ad> = GptConfig::tiny().init(mesh).unwrap();
     let mut t = Trainer::sharded(model, SgdConfig::new().init(), mesh, 4000)
         .with_precision(precision)
+        .unwrap()
+        .with_zero(zero)
         .unwrap();
     let reports = (0..3)
         .map(|i| {
@@ -118,9 +120,9 @@ fn gpt_casts(precision: Precision, mesh: &Mesh<FlexDevice>) -> Counts {
 #[test]
 fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
-    let f32_run = gpt_casts(Precision::F32, &mesh);
+    let f32_run = gpt_casts(Precision::F32, 0, &mesh);
     assert_eq!((f32_run.casts_down, f32_run.casts_up), (0, 0));
-    let c = gpt_casts(Precision::Bf16, &mesh);
+    let c = gpt_casts(Precision::Bf16, 0, &mesh);
     show("tiny GPT, bf16, 2 ranks, 8 sequences of 16 tokens", &c);
     // Each block's four linear layers (attention's QKV and output, the MLP's two), weights and
     // biases, and the output head (the token embedding's transpose): each cast once.
@@ -138,4 +140,17 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     // Each LayerNorm's backward pass reads its output's gradient (the narrow input gradient
     // of the linear layer or head after it) in several f32 ops: widened once for all.
     assert!(c.casts_up_reused > 2 * layers, "{c:?}");
+}
+
+#[test]
+fn under_zero_3_a_sharded_parameter_is_cast_once_per_step_too() {
+    let mesh = Mesh::replicate(FlexDevice, 2).unwrap();
+    let replicated = gpt_casts(Precision::Bf16, 0, &mesh);
+    let sharded = gpt_casts(Precision::Bf16, 3, &mesh);
+    show("tiny GPT, bf16, ZeRO-3, 2 ranks", &sharded);
+    // Each parameter's blocks are cast once and the cast shared by its clones and views, as a
+    // replicated parameter's whole tensor is; the op reading it gathers the cast blocks.
+    let casts = |c: &Counts| (c.parameter_casts, c.casts_reused);
+    assert_eq!(casts(&sharded), casts(&replicated), "{sharded:?}");
+    assert!(sharded.parameter_gathers > 0, "{sharded:?}");
 }
