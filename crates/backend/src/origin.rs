@@ -1,5 +1,6 @@
 //! Which parameter a tensor comes from: ZeRO-3's gathers ahead of use (`gathers.rs`) gather
-//! a parameter and make the view an op reads again from the gathered copy.
+//! a parameter and make the view an op reads again from the gathered copy. Its layout ops also
+//! take a view held narrow back to the tensor it views (`ViewOf` in `tensor.rs`).
 
 use burn_backend::Shape;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +12,23 @@ pub(crate) enum Layout {
     SwapDims(usize, usize),
     Permute(Vec<usize>),
     Reshape(Shape),
+}
+
+impl Layout {
+    /// The layout op that takes this op's result back to its operand, of shape `before`.
+    pub(crate) fn undone(self, before: Shape) -> Self {
+        match self {
+            Self::Transpose | Self::SwapDims(..) => self,
+            Self::Permute(axes) => {
+                let mut back = vec![0; axes.len()];
+                for (to, &from) in axes.iter().enumerate() {
+                    back[from] = to;
+                }
+                Self::Permute(back)
+            }
+            Self::Reshape(_) => Self::Reshape(before),
+        }
+    }
 }
 
 /// Which parameter a tensor is, or which view of it: the parameter's place in its model, and

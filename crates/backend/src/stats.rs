@@ -110,6 +110,10 @@ pub struct Counts {
     /// narrow result read by several f32 ops, as Burn's BatchNorm reads its input): each
     /// narrow tensor is widened once for all its clones. Counted as `ops` is.
     pub casts_up_reused: u64,
+    /// Casts down of activations not made again: a clone of the tensor (a gradient that the
+    /// backward pass's two products of a layer read) had been cast by one of the latest
+    /// products. Counted as `ops` is.
+    pub activation_casts_reused: u64,
     /// The bytes those casts read and wrote, over all ranks. Counted as `ops` is.
     pub cast_bytes: u64,
     /// Elementwise ops and activations that ran on operands held narrow and kept their result
@@ -169,6 +173,7 @@ impl Counts {
         self.parameter_casts += other.parameter_casts;
         self.casts_reused += other.casts_reused;
         self.casts_up_reused += other.casts_up_reused;
+        self.activation_casts_reused += other.activation_casts_reused;
         self.cast_bytes += other.cast_bytes;
         self.ops_kept_narrow += other.ops_kept_narrow;
     }
@@ -184,8 +189,8 @@ thread_local! {
     static SUMMED_ELEMENTS: Cell<u64> = const { Cell::new(0) };
     static SUMMED_BYTES: Cell<u64> = const { Cell::new(0) };
     /// Casts down, casts up, bytes they moved, casts reused, parameter casts, ops kept narrow,
-    /// widenings reused.
-    static CASTS: Cell<[u64; 7]> = const { Cell::new([0; 7]) };
+    /// widenings reused, activation casts reused.
+    static CASTS: Cell<[u64; 8]> = const { Cell::new([0; 8]) };
     /// The op whose operands are being redistributed on this thread, if any.
     static PREPARING: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -240,25 +245,31 @@ pub(crate) fn cast(up: bool, bytes: usize, parameter: bool) {
         u64::from(parameter),
         0,
         0,
+        0,
     ]);
 }
 
 /// Counts a parameter's cast taken from a clone that was cast already.
 pub(crate) fn cast_reused() {
-    add_casts([0, 0, 0, 1, 0, 0, 0]);
+    add_casts([0, 0, 0, 1, 0, 0, 0, 0]);
 }
 
 /// Counts an op that ran on narrow operands and kept its result narrow.
 pub(crate) fn kept_narrow() {
-    add_casts([0, 0, 0, 0, 0, 1, 0]);
+    add_casts([0, 0, 0, 0, 0, 1, 0, 0]);
 }
 
 /// Counts a read of a narrow tensor that took the widening a clone of it had made.
 pub(crate) fn widening_reused() {
-    add_casts([0, 0, 0, 0, 0, 0, 1]);
+    add_casts([0, 0, 0, 0, 0, 0, 1, 0]);
 }
 
-fn add_casts(more: [u64; 7]) {
+/// Counts an activation's cast taken from the latest casts of the armed precision.
+pub(crate) fn activation_cast_reused() {
+    add_casts([0, 0, 0, 0, 0, 0, 0, 1]);
+}
+
+fn add_casts(more: [u64; 8]) {
     CASTS.with(|c| {
         let mut casts = c.get();
         casts.iter_mut().zip(more).for_each(|(n, m)| *n += m);
@@ -401,6 +412,7 @@ pub fn count<T>(f: impl FnOnce() -> T) -> (T, Counts) {
     counts.parameter_casts = casts[4] - casts_before[4];
     counts.ops_kept_narrow = casts[5] - casts_before[5];
     counts.casts_up_reused = casts[6] - casts_before[6];
+    counts.activation_casts_reused = casts[7] - casts_before[7];
     drop(guard);
     (out, counts)
 }

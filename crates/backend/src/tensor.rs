@@ -4,12 +4,13 @@
 
 use crate::kind::Kind;
 use crate::mesh::Mesh;
-use crate::origin::Origin;
+use crate::origin::{Layout, Origin};
 use crate::part::Part;
 use crate::pending::Pending;
 use crate::placement::Placement;
 use burn_backend::quantization::QuantScheme;
 use burn_backend::{Backend, DType, QTensorPrimitive, Shape, TensorMetadata};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 /// One inner tensor per rank of `mesh`, laid out as its placement says. `K` is the tensor kind
@@ -34,7 +35,18 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// the op that widens them, which every read of the parts runs first
     /// ([`ShardedTensor::into_issued`]).
     widen: Option<fn(Self) -> Self>,
+    /// Float only, on a layout op's view of a tensor held narrow that has clones (BatchNorm
+    /// reads its input's transpose for the mean, then the input): where this view's widening
+    /// leaves the tensor it views widened, for those clones (see [`ViewOf`]).
+    view_of: Option<Arc<ViewOf<B, K>>>,
+    /// A name this value shares with its clones, given when it is first cloned (0: never
+    /// cloned): autocast finds by it a cast one clone made that another reads again
+    /// (`crate::autocast`). Values are never changed in place, so clones hold equal values.
+    clone_name: AtomicU64,
 }
+
+/// The next name [`ShardedTensor::clone_name`] gives.
+static CLONE_NAMES: AtomicU64 = AtomicU64::new(1);
 
 /// A value as its readers take it, one part per rank and its placement, worked out once for
 /// every clone of it: the sum of a `Partial` value (`Replicated`, or `Shard(0)` where it was
@@ -43,7 +55,27 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
 /// batch mean twice: without it, a mean was summed across the ranks, and a convolution's
 /// output held narrow widened, once per read. The widened copy lives as long as a clone of the
 /// narrow tensor does (where autodiff saves the narrow tensor, until its backward op ran).
-type Shared<P> = Arc<OnceLock<(Vec<Part<P>>, Placement)>>;
+type Shared<P> = Arc<SharedValue<P>>;
+
+/// What a [`Shared`] slot holds once filled: the parts and their placement.
+type SharedValue<P> = OnceLock<(Vec<Part<P>>, Placement)>;
+
+/// The tensor a view held narrow was made from, as far as its widening concerns it: the
+/// viewed tensor's [`Shared`] slot, held weakly (a widening is left there only while a clone
+/// of the viewed tensor lives to read it), and the layout ops that take the view back to it.
+/// The view's widened parts go back through them (reshapes and transposes of f32 parts: no
+/// cast, and no copy where the inner backend keeps strides) and fill the slot, so that the
+/// viewed tensor is not widened a second time.
+pub(crate) struct ViewOf<B: Backend, K: Kind<B>> {
+    slot: Weak<SharedValue<K::P>>,
+    placement: Placement,
+    shape: Shape,
+    back: Vec<Layout>,
+    run_back: RunBack<B, K>,
+}
+
+/// Runs layout ops on a tensor, in order (`crate::autocast` gives it).
+type RunBack<B, K> = fn(ShardedTensor<B, K>, &[Layout]) -> ShardedTensor<B, K>;
 
 /// A parameter's narrow copy, made by autocast (`crate::autocast`) for every clone of it. A
 /// parameter is read by its layer's product in the forward pass and again in the backward pass
@@ -102,6 +134,8 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             cast: None,
             origin: None,
             widen: None,
+            view_of: None,
+            clone_name: AtomicU64::new(0),
         }
     }
 
@@ -114,6 +148,8 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             cast: None,
             origin: None,
             widen: None,
+            view_of: None,
+            clone_name: AtomicU64::new(0),
         }
     }
 
@@ -222,17 +258,79 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// This tensor held narrow widened by `widen`, once for all its clones: the first to be
     /// read widens it and leaves the f32 parts for the others.
-    fn widened_once(self, widen: fn(Self) -> Self) -> Issued<K::P, B::Device> {
+    fn widened_once(mut self, widen: fn(Self) -> Self) -> Issued<K::P, B::Device> {
         if let Some((parts, placement)) = self.shared.get().and_then(|s| s.get()) {
             crate::stats::widening_reused();
             return (parts.clone(), *placement, self.mesh);
         }
         let shared = self.shared_with_clones();
+        let view_of = self.view_of.take();
         let (parts, placement, mesh) = widen(self).into_issued();
         if let Some(shared) = shared {
             let _ = shared.set((parts.clone(), placement));
         }
+        if let Some(view_of) = view_of {
+            view_of.leave_widened(&parts, placement, &mesh);
+        }
         (parts, placement, mesh)
+    }
+
+    /// What a layout op `op` on this tensor held narrow leaves its view (which it is then given
+    /// by [`ShardedTensor::set_view_of`]) so that the view's widening serves this tensor's
+    /// clones too: `None` where no clone of this tensor lives. `back` is the layout op that
+    /// takes the view back to this tensor; `run_back` runs such ops.
+    pub(crate) fn view_link(
+        &self,
+        back: impl FnOnce() -> Layout,
+        run_back: RunBack<B, K>,
+    ) -> Option<Arc<ViewOf<B, K>>> {
+        if let Some(view_of) = &self.view_of {
+            // A view of a view: back to this view, then back to the tensor it views.
+            let mut chained = vec![back()];
+            chained.extend(view_of.back.iter().cloned());
+            return Some(Arc::new(ViewOf {
+                slot: view_of.slot.clone(),
+                placement: view_of.placement,
+                shape: view_of.shape.clone(),
+                back: chained,
+                run_back,
+            }));
+        }
+        let slot = self.shared.get()?;
+        Some(Arc::new(ViewOf {
+            slot: Arc::downgrade(slot),
+            placement: self.placement(),
+            shape: self.shape(),
+            back: vec![back()],
+            run_back,
+        }))
+    }
+
+    /// The name this value shares with its clones, given now if it has none.
+    fn clone_name(&self) -> u64 {
+        let name = self.clone_name.load(Ordering::Relaxed);
+        if name != 0 {
+            return name;
+        }
+        let new = CLONE_NAMES.fetch_add(1, Ordering::Relaxed);
+        match self
+            .clone_name
+            .compare_exchange(0, new, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => new,
+            Err(given) => given,
+        }
+    }
+
+    /// The name this value shares with its clones; `None` where it was never cloned (then no
+    /// other tensor holds it).
+    pub(crate) fn cloned_as(&self) -> Option<u64> {
+        Some(self.clone_name.load(Ordering::Relaxed)).filter(|&name| name != 0)
+    }
+
+    /// Marks this tensor held narrow as the view [`ShardedTensor::view_link`] described.
+    pub(crate) fn set_view_of(&mut self, view_of: Option<Arc<ViewOf<B, K>>>) {
+        self.view_of = view_of;
     }
 
     /// The dtype its parts are held in, where that is narrower than the f32 it presents.
@@ -372,6 +470,27 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     }
 }
 
+impl<B: Backend, K: Kind<B>> ViewOf<B, K> {
+    /// Leaves the viewed tensor widened, from this view's widened parts, where a clone of it
+    /// lives and none was widened yet. Nothing is left where the layout ops taking the view
+    /// back give another placement or shape than the viewed tensor's.
+    fn leave_widened(&self, parts: &[Part<K::P>], placement: Placement, mesh: &Mesh<B::Device>) {
+        let Some(slot) = self.slot.upgrade() else {
+            return;
+        };
+        if slot.get().is_some() {
+            return;
+        }
+        let view = ShardedTensor::issued(parts.to_vec(), placement, mesh.clone());
+        let viewed = (self.run_back)(view, &self.back);
+        if viewed.placement() != self.placement || viewed.shape() != self.shape {
+            return;
+        }
+        let (parts, placement, _) = viewed.into_issued();
+        let _ = slot.set((parts, placement));
+    }
+}
+
 impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
     fn clone(&self) -> Self {
         let state = match &self.state {
@@ -392,6 +511,8 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             cast: self.cast.clone(),
             origin: self.origin.clone(),
             widen: self.widen,
+            view_of: self.view_of.clone(),
+            clone_name: AtomicU64::new(self.clone_name()),
         }
     }
 }

@@ -20,7 +20,9 @@
 //! `narrow.rs`), layout ops (reshape, slicing, transposes) move it as it is, and a product
 //! that wants it in the low precision takes it without a cast. It is widened once for all its
 //! clones: the first f32 reader leaves the f32 copy for the others, which lives as long as
-//! they do (`Shared` in `tensor.rs`; BatchNorm reads its input twice). Autodiff saves what the forward pass hands it, so
+//! they do (`Shared` in `tensor.rs`; BatchNorm reads its input twice), and a layout view's
+//! widening, moved back, serves the tensor it views (`ViewOf`; BatchNorm's mean reads its
+//! input's transpose first). Autodiff saves what the forward pass hands it, so
 //! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
 //! keys and values, a GELU's output) are kept at half the bytes. The operands of products that
 //! other ops made in f32 (a normalisation's or a softmax's output) stay f32: rounding them would
@@ -32,14 +34,18 @@
 //! (`ShardedTensor::mark_parameter`) is cast once for all its clones while the precision is
 //! armed (`CastSlot` in `tensor.rs`), so a weight read by the forward product and again by the
 //! backward pass's is cast once per step; the copy is freed when the step's scope ends.
-//! Activations are cast at each product that reads them (sharing their casts would keep a
-//! narrow copy alive beside the f32 one autodiff saves). `Counts` gives the casts of a step
-//! (`casts_down`, `casts_up`, `parameter_casts`, `casts_reused`, `casts_up_reused`,
-//! `cast_bytes`) and the ops kept narrow (`ops_kept_narrow`).
+//! Activations and gradients: the precision keeps its two latest casts of tensors that have
+//! clones, which a product reading a clone takes (`recent.rs`): a layer's backward pass casts
+//! its output's gradient once for both its products. A cast is kept no longer: keeping an
+//! activation's cast until its backward product reads it again would keep a narrow copy
+//! beside the f32 one autodiff saves. `Counts` gives the casts of a step (`casts_down`,
+//! `casts_up`, `parameter_casts`, `casts_reused`, `activation_casts_reused`,
+//! `casts_up_reused`, `cast_bytes`) and the ops kept narrow (`ops_kept_narrow`).
 
 pub(crate) mod convs;
 mod cube_convs;
 pub(crate) mod narrow;
+mod recent;
 
 pub use convs::{Conv2dOp, NarrowConvs};
 pub use cube_convs::ImplicitGemmConvs;
@@ -50,6 +56,8 @@ use crate::origin::Layout;
 use crate::placement::Placement;
 use crate::runtime::armed;
 use crate::tensor::ShardedTensor;
+use crate::Sharded;
+use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -129,7 +137,8 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
             crate::stats::cast_reused();
             done
         }
-        None => cast_now(t, dtype),
+        None if is_parameter || dtype == FloatDType::F32 => cast_now(t, dtype),
+        None => recent::cast(t, dtype),
     };
     if is_parameter {
         // A sharded parameter's blocks cast: still the parameter, gathered by the product
@@ -141,7 +150,7 @@ fn cast<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
 }
 
 /// [`cast`], made now, and left for the clones of a marked parameter.
-fn cast_now<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
+pub(super) fn cast_now<B: Backend>(t: F<B>, dtype: FloatDType) -> F<B> {
     let to = DType::from(dtype);
     let read: usize = t.bytes_per_rank().iter().sum();
     let from = t.held_narrow().unwrap_or_else(|| t.dtype()).size();
@@ -196,7 +205,10 @@ pub(crate) fn moved<B: Backend>(
     op: impl Fn(F<B>) -> F<B>,
 ) -> F<B> {
     if t.held_narrow().is_some() {
-        return op(t.into_held()).presented_as_f32(widened::<B>);
+        let view_of = layout.and_then(|l| t.view_link(|| l().undone(t.shape()), moved_back::<B>));
+        let mut out = op(t.into_held()).presented_as_f32(widened::<B>);
+        out.set_view_of(view_of);
+        return out;
     }
     if !t.is_parameter() {
         return op(t);
@@ -216,6 +228,16 @@ pub(crate) fn moved<B: Backend>(
         keep_for_clones(&out, op(narrow), dtype);
     }
     out
+}
+
+/// `t` moved by the layout ops `ops`, in order, as `Sharded` moves any f32 tensor.
+fn moved_back<B: Backend>(t: F<B>, ops: &[Layout]) -> F<B> {
+    ops.iter().fold(t, |t, op| match op {
+        Layout::Transpose => Sharded::<B>::float_transpose(t),
+        Layout::SwapDims(a, b) => Sharded::<B>::float_swap_dims(t, *a, *b),
+        Layout::Permute(axes) => Sharded::<B>::float_permute(t, axes),
+        Layout::Reshape(shape) => Sharded::<B>::float_reshape(t, shape.clone()),
+    })
 }
 
 /// Leaves `narrow` as parameter `of`'s cast to `dtype` for its clones, owned by the precision

@@ -5,9 +5,10 @@
 //! thread included), it ends; an inner entry shadows an outer one on the same mesh until it
 //! ends. Meshes are named by a [`MeshKey`]; nothing here knows what a mesh is. A setting can
 //! own values for as long as it is in force ([`keep_while_autocast`]): autocast's copies of the
-//! parameters it cast, freed when the step's scope ends.
+//! parameters it cast, freed when the step's scope ends, and its latest casts of activations
+//! ([`with_recent_casts`]).
 
-use burn_backend::FloatDType;
+use burn_backend::{DType, FloatDType};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, Weak};
@@ -36,9 +37,18 @@ struct Entry {
 }
 
 /// What an armed setting owns while it is in force, each value beside the owner it serves
-/// (held weakly): dropped with its [`Token`], or once its owner is gone.
+/// (held weakly): dropped with its [`Token`], or once its owner is gone; and, for autocast,
+/// its latest casts of activations ([`with_recent_casts`]).
 #[derive(Default)]
-struct Kept(Mutex<Vec<KeptValue>>);
+struct Kept(Mutex<Vec<KeptValue>>, Mutex<RecentCasts>);
+
+/// The latest casts of activations an armed precision made, newest last, each under the name
+/// its operand's clones share and the dtype it was cast to (`crate::autocast`). Dropped with
+/// the precision's [`Token`].
+#[derive(Default)]
+pub(crate) struct RecentCasts(
+    pub(crate) std::collections::VecDeque<((u64, DType), Box<dyn Any + Send>)>,
+);
 
 /// A kept value and the owner it serves.
 type KeptValue = (Weak<dyn Any + Send + Sync>, Box<dyn Any + Send>);
@@ -119,6 +129,23 @@ pub(crate) fn keep_while_autocast(
     kept.retain(|(owner, _)| owner.strong_count() > 0);
     kept.push((owner, value));
     true
+}
+
+/// Runs `f` on the latest casts of activations of the precision the calling thread armed on
+/// `mesh`; `None` where none is armed.
+pub(crate) fn with_recent_casts<T>(
+    mesh: MeshKey,
+    f: impl FnOnce(&mut RecentCasts) -> T,
+) -> Option<T> {
+    let kept = innermost(mesh, |e| match e.setting {
+        Setting::Autocast(_) => e.alive.upgrade(),
+        _ => None,
+    })?;
+    let mut recent = kept
+        .1
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(f(&mut recent))
 }
 
 /// The precision the calling thread armed on `mesh`, if any.

@@ -1,7 +1,8 @@
 //! A parameter is cast once per step: under autocast, a tensor marked as a parameter
 //! (`ShardedTensor::mark_parameter`) is cast down once for all its clones while the precision
 //! is armed, and the narrow copy ends with the arming (the step's scope). Other tensors are
-//! cast at each product that reads them.
+//! cast at each product that reads them, but where one of the two latest casts was of a clone
+//! of theirs (a gradient read by both products of a layer's backward pass).
 
 use crate::common::{lift, mesh, rand, Layout, S};
 use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
@@ -34,35 +35,50 @@ fn a_parameter_is_cast_once_per_arming_for_all_its_clones() {
     let mesh = mesh(3);
     let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
     let w = parameter(&mesh);
+    let casts = |c: &Counts| {
+        let reused = (c.casts_reused, c.activation_casts_reused);
+        (c.casts_down, c.parameter_casts, reused)
+    };
+    // x and w once; w's second read reuses the parameter's cast, x's the latest casts'.
     let c = two_reads(&x, &w);
-    // x (not a parameter) twice, w once, its second read reusing the first cast.
-    assert_eq!(
-        (c.casts_down, c.parameter_casts, c.casts_reused),
-        (3, 1, 1),
-        "{c:?}"
-    );
-    // The arming ended, and with it the copy (its slot no longer reaches it): the next
-    // arming casts the parameter again, once.
+    assert_eq!(casts(&c), (2, 1, (1, 1)), "{c:?}");
+    // The arming ended, and with it the copies (the parameter's slot no longer reaches its
+    // copy): the next arming casts both again, once.
     let c = two_reads(&x, &w);
-    assert_eq!(
-        (c.casts_down, c.parameter_casts, c.casts_reused),
-        (3, 1, 1),
-        "{c:?}"
-    );
+    assert_eq!(casts(&c), (2, 1, (1, 1)), "{c:?}");
 }
 
 #[test]
-fn a_tensor_not_marked_is_cast_at_every_read() {
+fn a_tensor_not_marked_is_cast_again_once_two_other_casts_came_between() {
     let mesh = mesh(2);
     let x = lift::<S, 2>(&rand([12, 7], 1), &mesh, Layout::Shard(0));
     // Whole on every rank, as an activation of a batch that is not sharded is.
     let w = lift::<S, 2>(&rand([7, 5], 2), &mesh, Layout::Replicated);
     let c = two_reads(&x, &w);
-    assert_eq!(
-        (c.casts_down, c.parameter_casts, c.casts_reused),
-        (4, 0, 0),
-        "{c:?}"
-    );
+    let casts = |c: &Counts| (c.casts_down, c.parameter_casts, c.activation_casts_reused);
+    assert_eq!(casts(&c), (2, 0, 2), "{c:?}");
+    // x · w, then a product of two other tensors, then x · w again: x's and w's casts are no
+    // longer among the two latest, so each is cast again.
+    let u = lift::<S, 2>(&rand([12, 7], 3), &mesh, Layout::Shard(0));
+    let v = lift::<S, 2>(&rand([7, 5], 4), &mesh, Layout::Replicated);
+    let _armed = mesh.autocast(FloatDType::BF16);
+    let (_, c) = count(|| {
+        let a = x.clone().matmul(w.clone());
+        let b = u.clone().matmul(v.clone());
+        let c = x.clone().matmul(w.clone());
+        (a + b + c).into_data()
+    });
+    assert_eq!(casts(&c), (6, 0, 0), "{c:?}");
+    // The latest casts are x's and w's. A tensor never cloned (nothing else can read it) is
+    // not kept: the casts of the product between leave them there.
+    let fresh = |shape: [usize; 2], seed, layout| lift::<S, 2>(&rand(shape, seed), &mesh, layout);
+    let (_, c) = count(|| {
+        let a = x.clone().matmul(w.clone());
+        let b = fresh([12, 7], 5, Layout::Shard(0)).matmul(fresh([7, 5], 6, Layout::Replicated));
+        let c = x.clone().matmul(w.clone());
+        (a + b + c).into_data()
+    });
+    assert_eq!(casts(&c), (2, 0, 4), "{c:?}");
 }
 
 #[test]

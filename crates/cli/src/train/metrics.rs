@@ -180,6 +180,10 @@ pub struct Summary {
     pub casts_up_per_step: u64,
     #[serde(default)]
     pub casts_up_reused_per_step: u64,
+    /// Casts down of activations taken from the cast a recent product made of a clone (a
+    /// gradient read by both products of a layer's backward pass).
+    #[serde(default)]
+    pub activation_casts_reused_per_step: u64,
     #[serde(default)]
     pub cast_bytes_per_step: u64,
     /// Elementwise ops and activations of the last step that ran on narrow operands and kept

@@ -55,8 +55,9 @@ pub struct Tally {
     /// Bytes the last step summed across ranks.
     pub comm_bytes: u64,
     /// The last step's autocast casts: down, up, the bytes they moved, parameter casts made
-    /// and reused; its ops that kept narrow operands narrow; and the widenings it reused.
-    pub casts: [u64; 7],
+    /// and reused; its ops that kept narrow operands narrow; the widenings it reused; and the
+    /// activation casts it reused.
+    pub casts: [u64; 8],
 }
 
 impl Tally {
@@ -78,6 +79,7 @@ impl Tally {
             counts.casts_reused,
             counts.ops_kept_narrow,
             counts.casts_up_reused,
+            counts.activation_casts_reused,
         ];
         self.gradient_collectives = report.gradient_collectives;
         self.early_gradient_collectives = report.early_gradient_collectives;

@@ -270,6 +270,7 @@ fn summarize<B: Backend>(
         casts_reused_per_step: tally.casts[4],
         ops_kept_narrow_per_step: tally.casts[5],
         casts_up_reused_per_step: tally.casts[6],
+        activation_casts_reused_per_step: tally.casts[7],
         skipped_steps: scaler.map_or(0, |s| s.skipped_steps),
         loss_scale: scaler.map(|s| s.scale),
         data_wait_fraction: ended.data_wait / seconds.max(1e-9),

@@ -221,9 +221,12 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
     // backward pass adds their two narrow input gradients: kept narrow.
     assert_eq!(full.ops_kept_narrow_per_step, 0);
     assert!(half.ops_kept_narrow_per_step > 0, "{half:?}");
-    // Each BatchNorm reads its convolution's narrow output twice in f32: widened once.
+    // Each BatchNorm reads its convolution's narrow output three times in f32: widened
+    // once. Each convolution's backward pass reads its output's gradient twice: cast once.
     assert_eq!(full.casts_up_reused_per_step, 0);
     assert!(half.casts_up_reused_per_step > 0, "{half:?}");
+    assert_eq!(full.activation_casts_reused_per_step, 0);
+    assert!(half.activation_casts_reused_per_step > 0, "{half:?}");
     // Every trained parameter of the tiny ResNet has a gradient: 2 bytes of each saved per
     // step (BatchNorm's running statistics have none).
     let saved = full.comm_bytes_per_step - half.comm_bytes_per_step;

@@ -1,6 +1,7 @@
 //! Autocast's casts per step, counted in the step's report, for the tiny ResNet and the tiny
 //! GPT: none in f32; in bf16 each parameter a product reads is cast down once per step (its
-//! other readers, the backward pass's products, reuse that cast), every `Partial` weight
+//! other readers, the backward pass's products, reuse that cast), a gradient read by both
+//! products of a layer's backward pass is cast once for both, every `Partial` weight
 //! gradient is cast back up for its bucket, and the counts are the same every step (the casts
 //! depend on the model, not the data).
 
@@ -31,11 +32,12 @@ fn parameters_with_dims<M: Module<Ad>>(module: &M, dims: &[usize]) -> u64 {
 /// Prints a step's casts, for the closing notes and the README.
 fn show(what: &str, c: &Counts) {
     println!(
-        "{what}: per step {} casts down ({} of parameters, {} reused), {} up ({} reused), {} \
-         bytes; {} ops kept narrow",
+        "{what}: per step {} casts down ({} of parameters, {} reused; {} activation casts \
+         reused), {} up ({} reused), {} bytes; {} ops kept narrow",
         c.casts_down,
         c.parameter_casts,
         c.casts_reused,
+        c.activation_casts_reused,
         c.casts_up,
         c.casts_up_reused,
         c.cast_bytes,
@@ -85,10 +87,14 @@ fn the_tiny_resnet_casts_each_parameter_once_per_step() {
     assert!(c.casts_reused >= products - 1, "{c:?}");
     // Each product casts its input in the forward pass and again for its weight's gradient.
     assert!(c.casts_down >= read_by_products + 2 * products, "{c:?}");
+    // Each product's backward pass reads its output's gradient twice (for its input's
+    // gradient and its weight's), but the first convolution's: cast once for both.
+    assert!(c.activation_casts_reused >= products - 1, "{c:?}");
     assert!(c.casts_up >= products, "{c:?}");
-    // A BatchNorm follows each convolution and reads its narrow output twice in f32 (to
-    // centre it for the variance, and for its own output): widened once for both.
-    assert!(c.casts_up_reused >= products - 1, "{c:?}");
+    // A BatchNorm follows each convolution and reads its narrow output three times in f32
+    // (a transposed view for the mean, the output itself to centre it for the variance and
+    // for its own output): widened once for all three.
+    assert!(c.casts_up_reused >= 2 * (products - 1), "{c:?}");
     assert!(c.cast_bytes > 0);
 }
 
@@ -135,6 +141,9 @@ fn the_tiny_gpt_casts_each_parameter_once_per_step() {
     // attention's scale and causal mask on the narrow products they follow, casting nothing.
     let layers = GptConfig::tiny().n_layers as u64;
     assert!(c.ops_kept_narrow >= 10 * layers, "{c:?}");
+    // Each linear layer's and the head's backward pass read their output's gradient twice
+    // (for the input's gradient and the weight's): cast once for both.
+    assert!(c.activation_casts_reused > linears, "{c:?}");
     // Every weight's gradient is `Partial`, cast up for its bucket.
     assert!(c.casts_up > linears, "{c:?}");
     // Each LayerNorm's backward pass reads its output's gradient (the narrow input gradient
