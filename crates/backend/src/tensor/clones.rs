@@ -86,7 +86,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             return (parts.clone(), *placement, self.mesh);
         }
         let shared = self.shared_with_clones();
-        let view_of = self.view_of.take();
+        let view_of = self.rare.as_mut().and_then(|r| r.view_of.take());
         let (parts, placement, mesh) = widen(self).into_issued();
         if let Some(shared) = shared {
             let _ = shared.set((parts.clone(), placement));
@@ -106,7 +106,7 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         back: impl FnOnce() -> Layout,
         run_back: RunBack<B, K>,
     ) -> Option<Arc<ViewOf<B, K>>> {
-        if let Some(view_of) = &self.view_of {
+        if let Some(view_of) = self.rare.as_ref().and_then(|r| r.view_of.as_ref()) {
             // A view of a view: back to this view, then back to the tensor it views.
             let mut chained = vec![back()];
             chained.extend(view_of.back.iter().cloned());
@@ -134,14 +134,17 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         if name != 0 {
             return name;
         }
+        self.named_now()
+    }
+
+    /// Gives this value a new name. Two threads cloning it at once may each give it one: a
+    /// clone then has another name than the value, and misses a cast the other made (names
+    /// only ever join equal values).
+    #[cold]
+    fn named_now(&self) -> u64 {
         let new = CLONE_NAMES.fetch_add(1, Ordering::Relaxed);
-        match self
-            .clone_name
-            .compare_exchange(0, new, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => new,
-            Err(given) => given,
-        }
+        self.clone_name.store(new, Ordering::Relaxed);
+        new
     }
 
     /// The name this value shares with its clones; `None` where it was never cloned (then no
@@ -152,7 +155,9 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
 
     /// Marks this tensor held narrow as the view [`ShardedTensor::view_link`] described.
     pub(crate) fn set_view_of(&mut self, view_of: Option<Arc<ViewOf<B, K>>>) {
-        self.view_of = view_of;
+        if view_of.is_some() || self.rare.is_some() {
+            self.rare_mut().view_of = view_of;
+        }
     }
 }
 

@@ -29,27 +29,55 @@ pub struct ShardedTensor<B: Backend, K: Kind<B>> {
     /// tensor or one held narrow is first cloned, filled by the first clone to be summed or
     /// widened (see [`Shared`]).
     shared: OnceLock<Shared<K::P>>,
-    /// Set on a parameter by the loop that trains it ([`ShardedTensor::mark_parameter`]) and
-    /// kept by its clones: where autocast finds the parameter's narrow copy (see [`CastSlot`]).
-    cast: Option<CastSlot<K::P>>,
-    /// Float only, on a parameter marked with its place in its model
-    /// ([`ShardedTensor::mark_parameter_at`]) and on the views and casts of it that keep it
-    /// sharded: which parameter it comes from and how, so that ZeRO-3 can gather it ahead of
-    /// use (`crate::gathers`). Kept by clones.
-    origin: Option<Arc<Origin>>,
+    /// What few tensors carry: parameters, their views and casts, and views of tensors held
+    /// narrow (see [`Rare`]); `None` on every other tensor, which stays small.
+    rare: Option<Box<Rare<B, K>>>,
     /// Float only, set when the parts hold a narrower float dtype (bf16, f16) whose values the
     /// tensor presents as f32, exactly (results computed in that dtype, see `crate::autocast`):
     /// the op that widens them, which every read of the parts runs first
     /// ([`ShardedTensor::into_issued`]).
     widen: Option<fn(Self) -> Self>,
-    /// Float only, on a layout op's view of a tensor held narrow that has clones (BatchNorm
-    /// reads its input's transpose for the mean, then the input): where this view's widening
-    /// leaves the tensor it views widened, for those clones (see [`ViewOf`]).
-    view_of: Option<Arc<ViewOf<B, K>>>,
     /// A name this value shares with its clones, given when it is first cloned (0: never
     /// cloned): autocast finds by it a cast one clone made that another reads again
     /// (`crate::autocast`). Values are never changed in place, so clones hold equal values.
     clone_name: AtomicU64,
+}
+
+/// What few tensors carry, kept apart from the rest of [`ShardedTensor`] so that the tensors
+/// most ops make and read stay small. Kept by clones.
+struct Rare<B: Backend, K: Kind<B>> {
+    /// Set on a parameter by the loop that trains it ([`ShardedTensor::mark_parameter`]):
+    /// where autocast finds the parameter's narrow copy (see [`CastSlot`]).
+    cast: Option<CastSlot<K::P>>,
+    /// Float only, on a parameter marked with its place in its model
+    /// ([`ShardedTensor::mark_parameter_at`]) and on the views and casts of it that keep it
+    /// sharded: which parameter it comes from and how, so that ZeRO-3 can gather it ahead of
+    /// use (`crate::gathers`).
+    origin: Option<Arc<Origin>>,
+    /// Float only, on a layout op's view of a tensor held narrow that has clones (BatchNorm
+    /// reads its input's transpose for the mean, then the input): where this view's widening
+    /// leaves the tensor it views widened, for those clones (see [`ViewOf`]).
+    view_of: Option<Arc<ViewOf<B, K>>>,
+}
+
+impl<B: Backend, K: Kind<B>> Default for Rare<B, K> {
+    fn default() -> Self {
+        Self {
+            cast: None,
+            origin: None,
+            view_of: None,
+        }
+    }
+}
+
+impl<B: Backend, K: Kind<B>> Clone for Rare<B, K> {
+    fn clone(&self) -> Self {
+        Self {
+            cast: self.cast.clone(),
+            origin: self.origin.clone(),
+            view_of: self.view_of.clone(),
+        }
+    }
 }
 
 /// A tensor taken apart: its parts (possibly still being computed on rank threads), its
@@ -88,10 +116,8 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Ready { parts, placement },
             mesh,
             shared: OnceLock::new(),
-            cast: None,
-            origin: None,
+            rare: None,
             widen: None,
-            view_of: None,
             clone_name: AtomicU64::new(0),
         }
     }
@@ -102,10 +128,8 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
             state: State::Pending(Arc::new(pending)),
             mesh,
             shared: OnceLock::new(),
-            cast: None,
-            origin: None,
+            rare: None,
             widen: None,
-            view_of: None,
             clone_name: AtomicU64::new(0),
         }
     }
@@ -237,6 +261,11 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         }
     }
 
+    /// The rare fields, made now where the tensor had none.
+    fn rare_mut(&mut self) -> &mut Rare<B, K> {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
     fn first_ready(&self) -> &K::P {
         self.first_part()
             .expect("firemesh: internal error: rank 0's part is computed where it is issued")
@@ -260,10 +289,8 @@ impl<B: Backend, K: Kind<B>> Clone for ShardedTensor<B, K> {
             state,
             mesh: self.mesh.clone(),
             shared,
-            cast: self.cast.clone(),
-            origin: self.origin.clone(),
+            rare: self.rare.clone(),
             widen: self.widen,
-            view_of: self.view_of.clone(),
             clone_name: AtomicU64::new(self.clone_name()),
         }
     }

@@ -33,17 +33,19 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
     /// (firemesh's `Trainer` does, before each step); nothing changes for a tensor that is not
     /// a `Replicated` f32 one.
     pub fn mark_parameter(&mut self) {
-        self.cast.get_or_insert_with(CastSlot::default);
+        self.rare_mut().cast.get_or_insert_with(CastSlot::default);
     }
 
     /// Which parameter this tensor is, or is a view or cast of (see `crate::gathers`).
     pub(crate) fn origin(&self) -> Option<&Arc<Origin>> {
-        self.origin.as_ref()
+        self.rare.as_ref()?.origin.as_ref()
     }
 
     /// Gives this tensor the origin `origin` (a view's or cast's, made from its parameter's).
     pub(crate) fn set_origin(&mut self, origin: Option<Arc<Origin>>) {
-        self.origin = origin;
+        if origin.is_some() || self.rare.is_some() {
+            self.rare_mut().origin = origin;
+        }
     }
 
     /// Whether this is a marked parameter whose cast its clones can share: f32, not `Partial`.
@@ -51,12 +53,12 @@ impl<B: Backend, K: Kind<B>> ShardedTensor<B, K> {
         let shareable = self.widen.is_none()
             && self.dtype() == DType::F32
             && self.placement() != Placement::Partial;
-        self.cast.as_ref().filter(|_| shareable)
+        self.rare.as_ref()?.cast.as_ref().filter(|_| shareable)
     }
 
     /// Whether this tensor was marked as a parameter (or is a layout op's view of one).
     pub(crate) fn is_parameter(&self) -> bool {
-        self.cast.is_some()
+        self.rare.as_ref().is_some_and(|r| r.cast.is_some())
     }
 
     /// This parameter's narrow copy and its dtype, where a clone of it was cast in this step.
