@@ -211,15 +211,7 @@ pub(crate) fn gathered_parameter<B: Backend, K: Kind<B>>(
 fn replayed<B: Backend>(op: &Layout, t: F<B>) -> F<B> {
     let (parts, placement, mesh) = t.into_split();
     debug_assert_eq!(placement, Placement::Replicated);
-    let parts = parts
-        .into_iter()
-        .map(|p| match op {
-            Layout::Transpose => B::float_transpose(p),
-            Layout::SwapDims(a, b) => B::float_swap_dims(p, *a, *b),
-            Layout::Permute(axes) => B::float_permute(p, axes),
-            Layout::Reshape(shape) => B::float_reshape(p, shape.clone()),
-        })
-        .collect();
+    let parts = parts.into_iter().map(|p| op.applied::<B>(p)).collect();
     ShardedTensor::new(parts, placement, mesh)
 }
 

@@ -2,7 +2,8 @@
 //! a parameter and make the view an op reads again from the gathered copy. Its layout ops also
 //! take a view held narrow back to the tensor it views (`ViewOf` in `tensor.rs`).
 
-use burn_backend::Shape;
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, Shape};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A layout op that keeps a sharded parameter sharded (`crate::autocast::moved`).
@@ -15,6 +16,16 @@ pub(crate) enum Layout {
 }
 
 impl Layout {
+    /// This op on a float tensor of any backend (`Sharded`'s own, or the inner one's parts).
+    pub(crate) fn applied<X: Backend>(&self, t: FloatTensor<X>) -> FloatTensor<X> {
+        match self {
+            Self::Transpose => X::float_transpose(t),
+            Self::SwapDims(a, b) => X::float_swap_dims(t, *a, *b),
+            Self::Permute(axes) => X::float_permute(t, axes),
+            Self::Reshape(shape) => X::float_reshape(t, shape.clone()),
+        }
+    }
+
     /// The layout op that takes this op's result back to its operand, of shape `before`.
     pub(crate) fn undone(self, before: Shape) -> Self {
         match self {

@@ -57,7 +57,6 @@ use crate::placement::Placement;
 use crate::runtime::armed;
 use crate::tensor::ShardedTensor;
 use crate::Sharded;
-use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, DType, FloatDType, TensorMetadata};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -232,12 +231,7 @@ pub(crate) fn moved<B: Backend>(
 
 /// `t` moved by the layout ops `ops`, in order, as `Sharded` moves any f32 tensor.
 fn moved_back<B: Backend>(t: F<B>, ops: &[Layout]) -> F<B> {
-    ops.iter().fold(t, |t, op| match op {
-        Layout::Transpose => Sharded::<B>::float_transpose(t),
-        Layout::SwapDims(a, b) => Sharded::<B>::float_swap_dims(t, *a, *b),
-        Layout::Permute(axes) => Sharded::<B>::float_permute(t, axes),
-        Layout::Reshape(shape) => Sharded::<B>::float_reshape(t, shape.clone()),
-    })
+    ops.iter().fold(t, |t, op| op.applied::<Sharded<B>>(t))
 }
 
 /// Leaves `narrow` as parameter `of`'s cast to `dtype` for its clones, owned by the precision
