@@ -1,6 +1,6 @@
 //! Which parameter a tensor comes from: ZeRO-3's gathers ahead of use (`gathers.rs`) gather
 //! a parameter and make the view an op reads again from the gathered copy. Its layout ops also
-//! take a view held narrow back to the tensor it views (`ViewOf` in `tensor.rs`).
+//! take a view held narrow back to the tensor it views (`ViewOf` in `tensor/clones.rs`).
 
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, Shape};

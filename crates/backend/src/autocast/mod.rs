@@ -20,7 +20,7 @@
 //! `narrow.rs`), layout ops (reshape, slicing, transposes) move it as it is, and a product
 //! that wants it in the low precision takes it without a cast. It is widened once for all its
 //! clones: the first f32 reader leaves the f32 copy for the others, which lives as long as
-//! they do (`Shared` in `tensor.rs`; BatchNorm reads its input twice), and a layout view's
+//! they do (`Shared` in `tensor/clones.rs`; BatchNorm reads its input twice), and a layout view's
 //! widening, moved back, serves the tensor it views (`ViewOf`; BatchNorm's mean reads its
 //! input's transpose first). Autodiff saves what the forward pass hands it, so
 //! the outputs of products it keeps for the backward pass (a GELU's input, attention's queries,
@@ -32,7 +32,7 @@
 //!
 //! Parameters: a tensor the training loop marks as a parameter
 //! (`ShardedTensor::mark_parameter`) is cast once for all its clones while the precision is
-//! armed (`CastSlot` in `tensor.rs`), so a weight read by the forward product and again by the
+//! armed (`CastSlot` in `tensor/parameter.rs`), so a weight read by the forward product and again by the
 //! backward pass's is cast once per step; the copy is freed when the step's scope ends.
 //! Activations and gradients: the precision keeps its two latest casts of tensors that have
 //! clones, which a product reading a clone takes (`recent.rs`): a layer's backward pass casts

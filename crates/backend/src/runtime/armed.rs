@@ -116,11 +116,7 @@ pub(crate) fn keep_while_autocast(
     owner: Weak<dyn Any + Send + Sync>,
     value: Box<dyn Any + Send>,
 ) -> bool {
-    let owner_of_setting = innermost(mesh, |e| match e.setting {
-        Setting::Autocast(_) => e.alive.upgrade(),
-        _ => None,
-    });
-    let Some(owner_of_setting) = owner_of_setting else {
+    let Some(owner_of_setting) = autocast_kept(mesh) else {
         return false;
     };
     let mut kept = (owner_of_setting.0)
@@ -137,15 +133,20 @@ pub(crate) fn with_recent_casts<T>(
     mesh: MeshKey,
     f: impl FnOnce(&mut RecentCasts) -> T,
 ) -> Option<T> {
-    let kept = innermost(mesh, |e| match e.setting {
-        Setting::Autocast(_) => e.alive.upgrade(),
-        _ => None,
-    })?;
+    let kept = autocast_kept(mesh)?;
     let mut recent = kept
         .1
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     Some(f(&mut recent))
+}
+
+/// What the precision the calling thread armed on `mesh` owns, if one is armed.
+fn autocast_kept(mesh: MeshKey) -> Option<Arc<Kept>> {
+    innermost(mesh, |e| match e.setting {
+        Setting::Autocast(_) => e.alive.upgrade(),
+        _ => None,
+    })
 }
 
 /// The precision the calling thread armed on `mesh`, if any.
