@@ -2,6 +2,7 @@
 
 use crate::checks::{self, BufferMeta, BufferRules};
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
+use crate::fabric::Fabric;
 use crate::stream::{DeviceStream, Handoff};
 use crate::transport::{CollectiveRuntime, Rank, Transport};
 use crate::{
@@ -235,7 +236,8 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
     fn all_reduce(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<()> {
         let dtype = self.check_buffers(bufs, true)?;
         let handoff = self.handoff(bufs);
-        let out = algorithms::all_reduce(&self.fabric(dtype), bufs, op, &self.config);
+        let f = self.fabric(dtype);
+        let out = algorithms::all_reduce(&f, bufs, op, &self.config).and_then(|()| f.settle());
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -247,7 +249,9 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
     ) -> Result<Vec<DeviceBuffer<R>>> {
         let dtype = self.check_buffers(bufs, true)?;
         let handoff = self.handoff(bufs);
-        let out = algorithms::reduce_scatter(&self.fabric(dtype), bufs, op, parts, &self.config);
+        let f = self.fabric(dtype);
+        let out = algorithms::reduce_scatter(&f, bufs, op, parts, &self.config);
+        let out = out.and_then(|parts| f.settle().map(|()| parts));
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -261,6 +265,7 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         let handoff = self.handoff(shards);
         let f = self.fabric(dtype);
         let out = algorithms::all_gather_placed(&f, shards.to_vec(), places, len, &self.config);
+        let out = out.and_then(|outs| f.settle().map(|()| outs));
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -273,7 +278,8 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         }
         let dtype = self.check_buffers(bufs, true)?;
         let handoff = self.handoff(bufs);
-        let out = algorithms::broadcast(&self.fabric(dtype), bufs, root, &self.config);
+        let f = self.fabric(dtype);
+        let out = algorithms::broadcast(&f, bufs, root, &self.config).and_then(|()| f.settle());
         handoff.finish(out, |r| self.wait(r))
     }
 }

@@ -170,7 +170,6 @@ pub(crate) fn divide<R: Runtime>(
 
 /// The first `words` 32-bit words of `src` into `dst` (both may be slices of a buffer, at
 /// offsets that are whole words, spanning at least `words` words).
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // CUDA's stream-ordered copies
 pub(crate) fn copy_words<R: Runtime>(
     client: &ComputeClient<R>,
     dst: &Handle,

@@ -6,7 +6,8 @@
 mod one_shot;
 mod ring;
 
-use crate::{config::Algorithm, fabric::Fabric, op::Combine, CollectiveConfig, ReduceOp, Result};
+use crate::fabric::{Fabric, Outgoing};
+use crate::{config::Algorithm, op::Combine, CollectiveConfig, ReduceOp, Result};
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -211,11 +212,25 @@ pub(crate) fn send_all<F: Fabric>(
     bufs: &[F::Buf],
     links: &[Link],
     cfg: &CollectiveConfig,
+    held: bool,
 ) -> Result<Vec<F::Staged>> {
     let casts = multicasts(links);
-    let sent = run_casts(f, &casts, links, cfg, |c| {
-        f.send_many(c.from, &bufs[c.from], c.range.clone(), &c.tos)
-    })?;
+    let sent = if f.sends_wait_on_host() {
+        run_casts(f, &casts, links, cfg, |c| {
+            f.send_many(c.from, &bufs[c.from], c.range.clone(), &c.tos, held)
+        })?
+    } else {
+        // Nothing waits: the step's sends go as one round.
+        let sends: Vec<Outgoing<'_, F::Buf>> = (casts.iter())
+            .map(|c| Outgoing {
+                from: c.from,
+                src: &bufs[c.from],
+                range: c.range.clone(),
+                tos: &c.tos,
+            })
+            .collect();
+        f.send_round(&sends, held)?
+    };
     let mut out: Vec<Option<F::Staged>> = links.iter().map(|_| None).collect();
     for (cast, staged) in casts.iter().zip(sent) {
         for (&i, st) in cast.links.iter().zip(staged) {
@@ -228,7 +243,9 @@ pub(crate) fn send_all<F: Fabric>(
         .collect())
 }
 
-/// Combine every link's range of its source into the same range of its destination.
+/// Combine every link's range of its source into the same range of its destination. Sources
+/// are held ([`Fabric::send_many`]): no algorithm combines into a range a rank has sent in the
+/// same collective (the ring's reduce-scatter combines a chunk, then sends it on).
 pub(crate) fn accumulate<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
@@ -236,14 +253,16 @@ pub(crate) fn accumulate<F: Fabric>(
     combine: Combine,
     cfg: &CollectiveConfig,
 ) -> Result<()> {
-    for (link, st) in links.iter().zip(send_all(f, bufs, links, cfg)?) {
+    for (link, st) in links.iter().zip(send_all(f, bufs, links, cfg, true)?) {
         f.combine(link.to, &mut bufs[link.to], link.range.start, st, combine)?;
     }
     Ok(())
 }
 
 /// Copy every link's range of its source into the same range of its destination: in place
-/// where the fabric can, else sent to a temporary and written.
+/// where the fabric can, else sent to a temporary and written. Sources are held
+/// ([`Fabric::send_many`]): a rank is only written the ranges others send it, which it sends on
+/// afterwards, if at all.
 pub(crate) fn deliver<F: Fabric>(
     f: &F,
     bufs: &mut [F::Buf],
@@ -262,7 +281,7 @@ pub(crate) fn deliver<F: Fabric>(
         .filter(|(_, placed)| !placed)
         .flat_map(|(c, _)| c.links.iter().map(|&i| links[i].clone()))
         .collect();
-    for (link, st) in rest.iter().zip(send_all(f, bufs, &rest, cfg)?) {
+    for (link, st) in rest.iter().zip(send_all(f, bufs, &rest, cfg, true)?) {
         f.write(link.to, &mut bufs[link.to], link.range.start, st)?;
     }
     Ok(())

@@ -24,7 +24,8 @@ pub(super) fn all_reduce<F: Fabric>(
         })
         .map(|(j, r)| Link::new(j, r, whole.clone()))
         .collect();
-    let mut staged = send_all(f, bufs, &links, cfg)?.into_iter();
+    // Not held: every rank then writes the whole buffer it sent.
+    let mut staged = send_all(f, bufs, &links, cfg, false)?.into_iter();
     let combine = op.pairwise();
     for (r, buf) in bufs.iter_mut().enumerate() {
         if r != 0 {

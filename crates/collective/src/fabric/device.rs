@@ -1,8 +1,8 @@
 //! The fabric of CubeCL devices: buffers are device allocations, moves go through a
 //! [`Transport`], reductions are the kernels of [`crate::kernels`].
 
-use super::Fabric;
-use crate::transport::{Arrival, FlagWait, Rank, Transport};
+use super::{Fabric, Outgoing};
+use crate::transport::{AddressCell, Arrival, Cast, FlagWait, Rank, Transport};
 use crate::{error::catch_runtime, kernels, op::Combine, DType, Result};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::ops::Range;
@@ -13,6 +13,8 @@ pub struct DeviceBuffer<R: Runtime> {
     pub(crate) len: usize,
     pub(crate) dtype: DType,
     pub(crate) device: R::Device,
+    /// The device address of `handle`, once a transport has resolved it.
+    pub(crate) address: AddressCell,
 }
 
 impl<R: Runtime> Clone for DeviceBuffer<R> {
@@ -22,6 +24,7 @@ impl<R: Runtime> Clone for DeviceBuffer<R> {
             len: self.len,
             dtype: self.dtype,
             device: self.device.clone(),
+            address: self.address.clone(),
         }
     }
 }
@@ -44,6 +47,7 @@ impl<R: Runtime> DeviceBuffer<R> {
             len,
             dtype,
             device,
+            address: AddressCell::default(),
         }
     }
     pub fn len(&self) -> usize {
@@ -124,62 +128,81 @@ impl<R: Runtime> DeviceFabric<'_, R> {
         Ok(out)
     }
 
-    /// `src[range]` of rank `from` moved to each of `tos` (a local copy for `from` itself).
-    fn send_on_stream(
+    /// Each send's range moved to each of its ranks (a local copy for its source itself), the
+    /// moves between devices in one round of the transport; read in place where `held`
+    /// ([`Fabric::send_many`]).
+    fn send_round_on_stream(
         &self,
-        from: usize,
-        src: &DeviceBuffer<R>,
-        range: Range<usize>,
-        tos: &[usize],
-    ) -> Result<Vec<Incoming<R>>> {
-        let peers: Vec<&Rank<R>> = tos
-            .iter()
-            .filter(|&&to| to != from && !range.is_empty())
-            .map(|&to| self.rank(to))
-            .collect();
-        let mut moved = if peers.is_empty() {
-            Vec::new()
-        } else {
-            let slice = self.source_slice(from, src, range.clone())?;
-            self.transport
-                .copy_many(self.rank(from), slice, &peers, self.dtype)?
+        sends: &[Outgoing<'_, DeviceBuffer<R>>],
+        held: bool,
+    ) -> Result<Vec<Vec<Incoming<R>>>> {
+        let mut casts: Vec<Cast<'_, R>> = Vec::new();
+        for s in sends {
+            let peers: Vec<&Rank<R>> = (s.tos.iter())
+                .filter(|&&to| to != s.from && !s.range.is_empty())
+                .map(|&to| self.rank(to))
+                .collect();
+            if !peers.is_empty() {
+                let (src, in_place) = self.source_slice(s.from, s.src, s.range.clone())?;
+                casts.push(Cast {
+                    from: self.rank(s.from),
+                    src,
+                    held: (held && in_place).then_some(&s.src.address),
+                    to: peers,
+                });
+            }
         }
-        .into_iter();
-        tos.iter()
-            .map(|&to| {
-                if to == from || range.is_empty() {
-                    return Ok(Incoming::landed(self.local_copy(to, src, range.clone())?));
+        let mut moved = self.transport.copy_round(&casts, self.dtype)?.into_iter();
+        sends
+            .iter()
+            .map(|s| {
+                let crosses = s.tos.iter().any(|&to| to != s.from) && !s.range.is_empty();
+                let mut arrivals = match crosses {
+                    true => moved.next().expect("one cast per send that crosses"),
+                    false => Vec::new(),
                 }
-                let Arrival { handle, pending } = moved.next().expect("one copy per peer");
-                Ok(Incoming {
-                    buf: self.buffer(to, handle, range.len()),
-                    pending,
-                })
+                .into_iter();
+                (s.tos.iter())
+                    .map(|&to| {
+                        if to == s.from || s.range.is_empty() {
+                            let copy = self.local_copy(to, s.src, s.range.clone())?;
+                            return Ok(Incoming::landed(copy));
+                        }
+                        let Arrival { handle, pending } = arrivals.next().expect("one per peer");
+                        Ok(Incoming {
+                            buf: self.buffer(to, handle, s.range.len()),
+                            pending,
+                        })
+                    })
+                    .collect()
             })
             .collect()
     }
 
-    /// A handle spanning exactly `src[range]`, padded to whole 4-byte words.
+    /// A handle spanning exactly `src[range]`, padded to whole 4-byte words, and whether it is
+    /// a slice of `src` (rather than a realigned copy).
     fn source_slice(
         &self,
         from: usize,
         src: &DeviceBuffer<R>,
         range: Range<usize>,
-    ) -> Result<Handle> {
+    ) -> Result<(Handle, bool)> {
         let size = self.dtype.size();
         let (start, bytes) = (range.start * size, range.len() * size);
         // Runtimes copy whole 4-byte words from 4-byte offsets: realign odd half-precision
         // ranges into a padded temporary first.
-        let (handle, start) = if start % 4 != 0 || bytes % 4 != 0 {
-            (self.local_copy(from, src, range.clone())?.handle, 0)
-        } else {
+        let in_place = start % 4 == 0 && bytes % 4 == 0;
+        let (handle, start) = if in_place {
             (src.handle.clone(), start)
+        } else {
+            (self.local_copy(from, src, range.clone())?.handle, 0)
         };
         let used = handle.size_in_used() as usize;
         let moved = padded_bytes(range.len(), self.dtype);
-        Ok(handle
+        let slice = handle
             .offset_start(start as u64)
-            .offset_end((used - start - moved) as u64))
+            .offset_end((used - start - moved) as u64);
+        Ok((slice, in_place))
     }
 }
 
@@ -206,7 +229,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         range: Range<usize>,
         to: usize,
     ) -> Result<Self::Staged> {
-        let mut one = self.send_many(from, src, range, &[to])?;
+        let mut one = self.send_many(from, src, range, &[to], false)?;
         Ok(one.pop().expect("one destination"))
     }
 
@@ -233,7 +256,7 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
                 (self.rank(to), slice.offset_end(end as u64))
             })
             .collect();
-        let slice = self.source_slice(from, src, range)?;
+        let (slice, _) = self.source_slice(from, src, range)?;
         self.transport
             .copy_into_many(self.rank(from), slice, &targets, self.dtype)
     }
@@ -244,8 +267,30 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         src: &Self::Buf,
         range: Range<usize>,
         tos: &[usize],
+        held: bool,
     ) -> Result<Vec<Self::Staged>> {
-        self.send_on_stream(from, src, range, tos)
+        let send = Outgoing {
+            from,
+            src,
+            range,
+            tos,
+        };
+        Ok(self.send_round(&[send], held)?.pop().expect("one send"))
+    }
+
+    fn send_round(
+        &self,
+        sends: &[Outgoing<'_, Self::Buf>],
+        held: bool,
+    ) -> Result<Vec<Vec<Self::Staged>>> {
+        self.send_round_on_stream(sends, held)
+    }
+
+    fn settle(&self) -> Result<()> {
+        for rank in self.ranks {
+            self.transport.settle(rank)?;
+        }
+        Ok(())
     }
 
     fn combine(

@@ -11,6 +11,15 @@ pub mod portable;
 use crate::{op::Combine, Result};
 use std::ops::Range;
 
+/// `src[range]` of rank `from`, sent to every rank of `tos`: one send of a
+/// [`Fabric::send_round`].
+pub struct Outgoing<'a, B> {
+    pub from: usize,
+    pub src: &'a B,
+    pub range: Range<usize>,
+    pub tos: &'a [usize],
+}
+
 /// Memory of N ranks and the primitive moves between them.
 pub trait Fabric: Sync {
     /// One rank's whole buffer.
@@ -31,16 +40,30 @@ pub trait Fabric: Sync {
         to: usize,
     ) -> Result<Self::Staged>;
     /// [`Fabric::send`] of one range to several ranks, in `tos` order. Fabrics whose transport
-    /// can read a source once for every destination override it.
+    /// can read a source once for every destination override it. `held`: the collective
+    /// writes no range of `from`'s buffer after sending it, until [`Fabric::settle`], so the
+    /// fabric may read the source in place while the bytes move.
     fn send_many(
         &self,
         from: usize,
         src: &Self::Buf,
         range: Range<usize>,
         tos: &[usize],
+        _held: bool,
     ) -> Result<Vec<Self::Staged>> {
         tos.iter()
             .map(|&to| self.send(from, src, range.clone(), to))
+            .collect()
+    }
+    /// [`Fabric::send_many`] of each send, in order: one round, which a fabric whose sends do
+    /// not wait on the host may issue together.
+    fn send_round(
+        &self,
+        sends: &[Outgoing<'_, Self::Buf>],
+        held: bool,
+    ) -> Result<Vec<Vec<Self::Staged>>> {
+        (sends.iter())
+            .map(|s| self.send_many(s.from, s.src, s.range.clone(), s.tos, held))
             .collect()
     }
     /// Copy `src[range]` of rank `from` into `dst[range]` of every rank of `tos` (`dsts[i]` is
@@ -87,6 +110,10 @@ pub trait Fabric: Sync {
     fn buf_as_staged(&self, buf: Self::Buf) -> Self::Staged;
     /// A temporary as a whole buffer, without copying, once its bytes have arrived.
     fn staged_as_buf(&self, staged: Self::Staged) -> Result<Self::Buf>;
+    /// The end of a collective: work queued on the ranks from now on may write what they sent.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
     /// Whether a send returns only once its bytes have moved. Host threads run the sends of a
     /// step side by side only where they do.
     fn sends_wait_on_host(&self) -> bool {

@@ -20,7 +20,7 @@ pub(super) fn check(rank: usize, what: &str, code: sys::CUresult) -> Result<()> 
 }
 
 /// A device's primary context (the one CubeCL uses), retained while this value lives.
-pub(super) struct PrimaryContext {
+pub struct PrimaryContext {
     pub index: usize,
     pub device: sys::CUdevice,
     pub ctx: sys::CUcontext,

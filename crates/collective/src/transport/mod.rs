@@ -8,9 +8,11 @@ mod cuda_driver;
 mod cuda_peer;
 #[cfg(feature = "cuda")]
 mod cuda_stream;
-// The flags order copies that are still moving; only CUDA's stream-ordered copies make them.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 mod flags;
+#[cfg(all(test, feature = "wgpu"))]
+mod recording_driver;
+mod stream_driver;
+mod stream_ordered;
 #[cfg(feature = "wgpu")]
 mod wgpu_staged;
 
@@ -18,8 +20,10 @@ pub use client_copy::ClientCopy;
 #[cfg(feature = "cuda")]
 pub use cuda_peer::CudaPeerCopy;
 #[cfg(feature = "cuda")]
-pub use cuda_stream::{synchronous_fallbacks, CudaStreamCopy};
+pub use cuda_stream::{CudaDriver, CudaStreamCopy};
 pub use flags::FlagWait;
+pub use stream_driver::{Raw, StreamDriver};
+pub use stream_ordered::{synchronous_fallbacks, StreamOrderedCopy};
 #[cfg(feature = "wgpu")]
 pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 
@@ -56,6 +60,18 @@ impl<R: Runtime> Arrival<R> {
     }
 }
 
+/// One source sent to several ranks, in a [`Transport::copy_round`].
+pub struct Cast<'a, R: Runtime> {
+    pub from: &'a Rank<R>,
+    pub src: Handle,
+    /// `Some` where the caller leaves `src` unwritten on `from` until it calls
+    /// [`Transport::settle`] for `from`, so that a transport may read it in place rather than
+    /// copy it first: the device address of the buffer `src` is a slice of, once resolved
+    /// (shared by the buffer's clones).
+    pub held: Option<&'a AddressCell>,
+    pub to: Vec<&'a Rank<R>>,
+}
+
 /// Copies a buffer from one rank to a new buffer on another.
 pub trait Transport<R: Runtime>: Send + Sync {
     /// A short name for logs and benchmark tables.
@@ -88,6 +104,19 @@ pub trait Transport<R: Runtime>: Send + Sync {
     /// long as `src`; kernels queued after it returns see the bytes. Returns `Ok(false)`,
     /// having copied nothing, when this transport cannot land bytes in place; the caller then
     /// goes through [`Transport::copy_many`].
+    /// One round of casts, each [`Transport::copy_many`] of its source (a transport that
+    /// orders copies on the devices may issue the round's copies together); results in
+    /// `casts` order.
+    fn copy_round(&self, casts: &[Cast<'_, R>], dtype: DType) -> Result<Vec<Vec<Arrival<R>>>> {
+        (casts.iter())
+            .map(|c| self.copy_many(c.from, c.src.clone(), &c.to, dtype))
+            .collect()
+    }
+    /// The end of a collective for rank `rank`: kernels queued on its device stream from now on
+    /// may write every source it sent held ([`Cast::held`]).
+    fn settle(&self, _rank: &Rank<R>) -> Result<()> {
+        Ok(())
+    }
     fn copy_into_many(
         &self,
         _from: &Rank<R>,
@@ -96,6 +125,21 @@ pub trait Transport<R: Runtime>: Send + Sync {
         _dtype: DType,
     ) -> Result<bool> {
         Ok(false)
+    }
+}
+
+/// A buffer's device address, resolved at most once for the buffer and all its clones.
+#[derive(Clone, Debug, Default)]
+pub struct AddressCell(Arc<std::sync::OnceLock<u64>>);
+
+impl AddressCell {
+    /// The address, resolved by `resolve` on first use.
+    pub fn get_or_resolve(&self, resolve: impl FnOnce() -> Result<u64>) -> Result<u64> {
+        if let Some(&address) = self.0.get() {
+            return Ok(address);
+        }
+        let address = resolve()?;
+        Ok(*self.0.get_or_init(|| address))
     }
 }
 
