@@ -221,15 +221,7 @@ pub(crate) fn send_all<F: Fabric>(
         })?
     } else {
         // Nothing waits: the step's sends go as one round.
-        let sends: Vec<Outgoing<'_, F::Buf>> = (casts.iter())
-            .map(|c| Outgoing {
-                from: c.from,
-                src: &bufs[c.from],
-                range: c.range.clone(),
-                tos: &c.tos,
-            })
-            .collect();
-        f.send_round(&sends, held)?
+        f.send_round(&outgoing(&casts, bufs), held)?
     };
     let mut out: Vec<Option<F::Staged>> = links.iter().map(|_| None).collect();
     for (cast, staged) in casts.iter().zip(sent) {
@@ -271,6 +263,15 @@ pub(crate) fn deliver<F: Fabric>(
 ) -> Result<()> {
     let casts = multicasts(links);
     let shared: &[F::Buf] = bufs;
+    if !f.sends_wait_on_host() {
+        // Nothing waits: the step's sends may land in place as one round.
+        let dsts: Vec<Vec<&F::Buf>> = (casts.iter())
+            .map(|c| c.tos.iter().map(|&to| &shared[to]).collect())
+            .collect();
+        if f.send_round_in_place(&outgoing(&casts, shared), &dsts)? {
+            return Ok(());
+        }
+    }
     let placed = run_casts(f, &casts, links, cfg, |c| {
         let dsts: Vec<&F::Buf> = c.tos.iter().map(|&to| &shared[to]).collect();
         f.send_in_place(c.from, &shared[c.from], c.range.clone(), &c.tos, &dsts)
@@ -356,6 +357,18 @@ struct Multicast {
     tos: Vec<usize>,
     /// Indices into the step's links, in `tos` order.
     links: Vec<usize>,
+}
+
+/// Each multicast as a send of `bufs`.
+fn outgoing<'a, B>(casts: &'a [Multicast], bufs: &'a [B]) -> Vec<Outgoing<'a, B>> {
+    (casts.iter())
+        .map(|c| Outgoing {
+            from: c.from,
+            src: &bufs[c.from],
+            range: c.range.clone(),
+            tos: &c.tos,
+        })
+        .collect()
 }
 
 fn multicasts(links: &[Link]) -> Vec<Multicast> {

@@ -179,6 +179,13 @@ impl<R: Runtime> DeviceFabric<'_, R> {
             .collect()
     }
 
+    /// The `bytes` of `dst` from byte `start`, as a slice of its handle.
+    fn place(&self, dst: &DeviceBuffer<R>, start: usize, bytes: usize) -> Handle {
+        let end = dst.handle.size_in_used() as usize - start - bytes;
+        let slice = dst.handle.clone().offset_start(start as u64);
+        slice.offset_end(end as u64)
+    }
+
     /// A handle spanning exactly `src[range]`, padded to whole 4-byte words, and whether it is
     /// a slice of `src` (rather than a realigned copy).
     fn source_slice(
@@ -250,15 +257,41 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         let targets: Vec<(&Rank<R>, Handle)> = tos
             .iter()
             .zip(dsts)
-            .map(|(&to, dst)| {
-                let end = dst.handle.size_in_used() as usize - start - bytes;
-                let slice = dst.handle.clone().offset_start(start as u64);
-                (self.rank(to), slice.offset_end(end as u64))
-            })
+            .map(|(&to, dst)| (self.rank(to), self.place(dst, start, bytes)))
             .collect();
         let (slice, _) = self.source_slice(from, src, range)?;
         self.transport
             .copy_into_many(self.rank(from), slice, &targets, self.dtype)
+    }
+
+    fn send_round_in_place(
+        &self,
+        sends: &[Outgoing<'_, Self::Buf>],
+        dsts: &[Vec<&Self::Buf>],
+    ) -> Result<bool> {
+        let size = self.dtype.size();
+        let mut casts = Vec::with_capacity(sends.len());
+        let mut into = Vec::with_capacity(sends.len());
+        for (s, dsts) in sends.iter().zip(dsts) {
+            let (start, bytes) = (s.range.start * size, s.range.len() * size);
+            // Only whole 4-byte words land in place: a padded tail would overwrite a neighbour.
+            if bytes == 0 || start % 4 != 0 || bytes % 4 != 0 || s.tos.contains(&s.from) {
+                return Ok(false);
+            }
+            let (src, _) = self.source_slice(s.from, s.src, s.range.clone())?;
+            casts.push(Cast {
+                from: self.rank(s.from),
+                src,
+                held: Some(&s.src.address),
+                to: s.tos.iter().map(|&to| self.rank(to)).collect(),
+            });
+            into.push(
+                (dsts.iter())
+                    .map(|dst| (self.place(dst, start, bytes), &dst.address))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        self.transport.copy_round_into(&casts, &into, self.dtype)
     }
 
     fn send_many(

@@ -79,6 +79,16 @@ pub trait Fabric: Sync {
     ) -> Result<bool> {
         Ok(false)
     }
+    /// [`Fabric::send_in_place`] of a round of sends from held sources ([`Fabric::send_many`]),
+    /// all or none: `dsts[i][k]` is rank `sends[i].tos[k]`'s buffer. `Ok(false)`, having done
+    /// nothing, where the fabric cannot.
+    fn send_round_in_place(
+        &self,
+        _sends: &[Outgoing<'_, Self::Buf>],
+        _dsts: &[Vec<&Self::Buf>],
+    ) -> Result<bool> {
+        Ok(false)
+    }
     /// `dst[range] = combine(dst[range], staged)` on rank `rank`.
     fn combine(
         &self,

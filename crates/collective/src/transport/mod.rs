@@ -72,6 +72,10 @@ pub struct Cast<'a, R: Runtime> {
     pub to: Vec<&'a Rank<R>>,
 }
 
+/// Where a cast lands in place: a slice of a buffer of the destination, and that buffer's
+/// address cell.
+pub type Target<'a> = (Handle, &'a AddressCell);
+
 /// Copies a buffer from one rank to a new buffer on another.
 pub trait Transport<R: Runtime>: Send + Sync {
     /// A short name for logs and benchmark tables.
@@ -111,6 +115,17 @@ pub trait Transport<R: Runtime>: Send + Sync {
         (casts.iter())
             .map(|c| self.copy_many(c.from, c.src.clone(), &c.to, dtype))
             .collect()
+    }
+    /// [`Transport::copy_into_many`] of a round of casts, all or none: `into[c][t]` is where
+    /// `casts[c].to[t]` takes the bytes. `Ok(false)`, having copied nothing, where the transport
+    /// cannot land them all in place; the caller then goes through [`Transport::copy_round`].
+    fn copy_round_into(
+        &self,
+        _casts: &[Cast<'_, R>],
+        _into: &[Vec<Target<'_>>],
+        _dtype: DType,
+    ) -> Result<bool> {
+        Ok(false)
     }
     /// The end of a collective for rank `rank`: kernels queued on its device stream from now on
     /// may write every source it sent held ([`Cast::held`]).

@@ -26,11 +26,12 @@
 
 use super::flags::{self, FlagWait};
 use super::stream_driver::{Raw, StreamDriver};
-use super::{Arrival, Cast, Rank, Transport};
+use super::{AddressCell, Arrival, Cast, Rank, Target, Transport};
 use crate::error::{catch_runtime, try_runtime};
 use crate::{CollectiveError, DType, Result};
 use cubecl::server::Handle;
 use cubecl::Runtime;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -162,128 +163,9 @@ impl<R: Runtime, D: StreamDriver<R>> Transport<R> for StreamOrderedCopy<R, D> {
         Ok(one.pop().expect("one cast"))
     }
 
-    /// In three passes, so that the round's flags reach the driver with as few blocking calls
-    /// as there are ranks it lands on: every source made ready and every landing buffer made,
-    /// with their flags; then the addresses, each blocking call handing a device's flags to
-    /// the driver, and a flush of the devices no address call reached; then the raw copies.
     fn copy_round(&self, casts: &[Cast<'_, R>], dtype: DType) -> Result<Vec<Vec<Arrival<R>>>> {
-        // Each lane stays locked from its first flag to its raw copies, so that its numbers
-        // are queued in order; lanes are locked in (from, to) order, each once.
-        let mut slots = BTreeMap::new();
-        for cast in casts {
-            for to in &cast.to {
-                let key = LaneKey::of(cast.from, to);
-                if let std::collections::btree_map::Entry::Vacant(e) = slots.entry(key) {
-                    e.insert(self.slot(cast.from, to)?);
-                }
-            }
-        }
-        let mut guards: BTreeMap<LaneKey, MutexGuard<'_, Slot<R, D>>> = slots
-            .iter()
-            .map(|(&key, slot)| (key, slot.lock().unwrap_or_else(|e| e.into_inner())))
-            .collect();
-        let mut arrivals: Vec<Vec<Option<Arrival<R>>>> = casts
-            .iter()
-            .map(|c| c.to.iter().map(|_| None).collect())
-            .collect();
-        let mut moves: Vec<Move> = Vec::new();
-        let mut signalled: BTreeSet<usize> = BTreeSet::new();
-        for (c, cast) in casts.iter().enumerate() {
-            let bytes = cast.src.size_in_used() as usize;
-            let mut read: Option<Handle> = None;
-            for (t, to) in cast.to.iter().enumerate() {
-                let key = LaneKey::of(cast.from, to);
-                let lane = match &mut **guards.get_mut(&key).expect("locked above") {
-                    Slot::Lane(lane) if bytes > 0 => lane,
-                    Slot::Lane(_) => {
-                        arrivals[c][t] =
-                            Some(self.fallback.copy(cast.from, cast.src.clone(), to, dtype)?);
-                        continue;
-                    }
-                    Slot::Synchronous => {
-                        FELL_BACK.fetch_add(1, Ordering::Relaxed);
-                        arrivals[c][t] =
-                            Some(self.fallback.copy(cast.from, cast.src.clone(), to, dtype)?);
-                        continue;
-                    }
-                };
-                if read.is_none() {
-                    read = Some(match cast.held {
-                        Some(_) => cast.src.clone(),
-                        None => self.stage(cast.from, &cast.src, bytes)?,
-                    });
-                }
-                lane.source_ready(cast.from)?;
-                let landing = lane.landing(to, bytes)?;
-                signalled.extend([cast.from.index, to.index]);
-                moves.push(Move {
-                    cast: c,
-                    to: t,
-                    key,
-                    seq: lane.seq,
-                    read: read.clone().expect("set above"),
-                    read_ptr: 0,
-                    landing,
-                    landing_ptr: 0,
-                });
-            }
-        }
-        // Addresses: a held source's buffer is resolved once for all its clones; a staging or
-        // landing buffer, each time. Every one resolved after the flags hands them over.
-        let mut handed: BTreeSet<usize> = BTreeSet::new();
-        let mut read_ptrs: HashMap<usize, u64> = HashMap::new();
-        for m in &mut moves {
-            let cast = &casts[m.cast];
-            if let Some(&ptr) = read_ptrs.get(&m.cast) {
-                m.read_ptr = ptr;
-            } else {
-                let mut resolved = false;
-                let ptr = match cast.held {
-                    Some(base) => {
-                        let mut whole = cast.src.clone();
-                        (whole.offset_start, whole.offset_end) = (None, None);
-                        let at = cast.src.offset_start.unwrap_or(0);
-                        let address = base.get_or_resolve(|| {
-                            resolved = true;
-                            self.driver.address(cast.from, &whole)
-                        })?;
-                        address + at
-                    }
-                    None => {
-                        resolved = true;
-                        self.driver.address(cast.from, &m.read)?
-                    }
-                };
-                if resolved {
-                    handed.insert(cast.from.index);
-                }
-                read_ptrs.insert(m.cast, ptr);
-                m.read_ptr = ptr;
-            }
-            let to = cast.to[m.to];
-            m.landing_ptr = self.driver.address(to, &m.landing)?;
-            handed.insert(to.index);
-        }
-        for rank in signalled.difference(&handed) {
-            let rank = casts
-                .iter()
-                .find(|c| c.from.index == *rank)
-                .map(|c| c.from)
-                .expect("only sources are left to flush");
-            self.driver.flush(rank)?;
-        }
-        for m in moves {
-            let Slot::Lane(lane) = &mut **guards.get_mut(&m.key).expect("locked above") else {
-                unreachable!("moves are made on lanes")
-            };
-            let to = casts[m.cast].to[m.to];
-            arrivals[m.cast][m.to] = Some(lane.queue(&m, to)?);
-            if casts[m.cast].held.is_some() {
-                lane.unsettled = Some(m.seq);
-            }
-        }
-        Ok(arrivals
-            .into_iter()
+        let issued = self.issue(casts, None, dtype)?;
+        Ok((issued.into_iter())
             .map(|a| {
                 a.into_iter()
                     .map(|a| a.expect("one arrival per destination"))
@@ -292,6 +174,30 @@ impl<R: Runtime, D: StreamDriver<R>> Transport<R> for StreamOrderedCopy<R, D> {
             .collect())
     }
 
+    /// Lands in place where every copy of the round can go on a lane (else nothing).
+    fn copy_round_into(
+        &self,
+        casts: &[Cast<'_, R>],
+        into: &[Vec<Target<'_>>],
+        dtype: DType,
+    ) -> Result<bool> {
+        for cast in casts {
+            for to in &cast.to {
+                let usable = matches!(
+                    *self
+                        .slot(cast.from, to)?
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                    Slot::Lane(_)
+                );
+                if !usable || cast.src.size_in_used() == 0 || cast.held.is_none() {
+                    return Ok(false);
+                }
+            }
+        }
+        self.issue(casts, Some(into), dtype)?;
+        Ok(true)
+    }
     /// Each lane from `rank` whose last copy read a held source: its source stream marks the
     /// copy's end on `rank`'s flags, and `rank`'s device stream waits for the mark.
     fn settle(&self, rank: &Rank<R>) -> Result<()> {
@@ -324,6 +230,158 @@ struct Move {
 }
 
 impl<R: Runtime, D: StreamDriver<R>> StreamOrderedCopy<R, D> {
+    /// A round of copies, in three passes, so that the round's flags reach the driver with as
+    /// few blocking calls as there are ranks it touches: every source made ready and every
+    /// landing buffer made (or, `into`, named), with their flags; then the addresses, each
+    /// blocking call handing a device's flags to the driver, and a flush of the devices no
+    /// address call reached; then the raw copies. Landed in place (`into`), each copy's wait
+    /// is queued on its destination's stream once the whole round is, and no arrival is given.
+    fn issue(
+        &self,
+        casts: &[Cast<'_, R>],
+        into: Option<&[Vec<Target<'_>>]>,
+        dtype: DType,
+    ) -> Result<Vec<Vec<Option<Arrival<R>>>>> {
+        // Each lane stays locked from its first flag to its raw copies, so that its numbers
+        // are queued in order; lanes are locked in (from, to) order, each once.
+        let mut slots = BTreeMap::new();
+        for cast in casts {
+            for to in &cast.to {
+                if let Entry::Vacant(e) = slots.entry(LaneKey::of(cast.from, to)) {
+                    e.insert(self.slot(cast.from, to)?);
+                }
+            }
+        }
+        let mut guards: BTreeMap<LaneKey, MutexGuard<'_, Slot<R, D>>> = slots
+            .iter()
+            .map(|(&key, slot)| (key, slot.lock().unwrap_or_else(|e| e.into_inner())))
+            .collect();
+        let mut arrivals: Vec<Vec<Option<Arrival<R>>>> = (casts.iter())
+            .map(|c| c.to.iter().map(|_| None).collect())
+            .collect();
+        let mut moves: Vec<Move> = Vec::new();
+        let mut signalled: BTreeSet<usize> = BTreeSet::new();
+        for (c, cast) in casts.iter().enumerate() {
+            let bytes = cast.src.size_in_used() as usize;
+            let mut read: Option<Handle> = None;
+            for (t, &to) in cast.to.iter().enumerate() {
+                let key = LaneKey::of(cast.from, to);
+                let lane = match &mut **guards.get_mut(&key).expect("locked above") {
+                    Slot::Lane(lane) if bytes > 0 => lane,
+                    slot => {
+                        if matches!(slot, Slot::Synchronous) {
+                            FELL_BACK.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let copy = self.fallback.copy(cast.from, cast.src.clone(), to, dtype)?;
+                        arrivals[c][t] = Some(copy);
+                        continue;
+                    }
+                };
+                if read.is_none() {
+                    read = Some(match cast.held {
+                        Some(_) => cast.src.clone(),
+                        None => self.stage(cast.from, &cast.src, bytes)?,
+                    });
+                }
+                lane.source_ready(cast.from)?;
+                let landing = match into {
+                    Some(into) => lane.land_in(to, into[c][t].0.clone())?,
+                    None => lane.land_new(to, bytes)?,
+                };
+                signalled.extend([cast.from.index, to.index]);
+                moves.push(Move {
+                    cast: c,
+                    to: t,
+                    key,
+                    seq: lane.seq,
+                    read: read.clone().expect("set above"),
+                    read_ptr: 0,
+                    landing,
+                    landing_ptr: 0,
+                });
+            }
+        }
+        // Addresses: a held source's buffer, and a buffer landed in, is resolved once for all
+        // its clones; a staging or new landing buffer, each time.
+        let mut handed: BTreeSet<usize> = BTreeSet::new();
+        for m in &mut moves {
+            let cast = &casts[m.cast];
+            let to = cast.to[m.to];
+            m.read_ptr = match cast.held {
+                Some(base) => self.held_address(cast.from, &cast.src, base, &mut handed)?,
+                None => {
+                    handed.insert(cast.from.index);
+                    self.driver.address(cast.from, &m.read)?
+                }
+            };
+            m.landing_ptr = match into {
+                Some(into) => {
+                    self.held_address(to, &m.landing, into[m.cast][m.to].1, &mut handed)?
+                }
+                None => {
+                    handed.insert(to.index);
+                    self.driver.address(to, &m.landing)?
+                }
+            };
+        }
+        for index in signalled.difference(&handed) {
+            let rank = (casts.iter())
+                .flat_map(|c| std::iter::once(c.from).chain(c.to.iter().copied()))
+                .find(|r| r.index == *index)
+                .expect("a rank of the round");
+            self.driver.flush(rank)?;
+        }
+        for m in &moves {
+            let Slot::Lane(lane) = &mut **guards.get_mut(&m.key).expect("locked above") else {
+                unreachable!("moves are made on lanes")
+            };
+            lane.queue(m)?;
+            if casts[m.cast].held.is_some() {
+                lane.unsettled = Some(m.seq);
+            }
+        }
+        for m in moves {
+            let Slot::Lane(lane) = &mut **guards.get_mut(&m.key).expect("locked above") else {
+                unreachable!("moves are made on lanes")
+            };
+            let to = casts[m.cast].to[m.to];
+            if into.is_some() {
+                self.driver.wait(to, &lane.dst_flags, 1, m.seq)?;
+            } else {
+                let wait = FlagWait::new(
+                    lane.dst_flags.clone(),
+                    1,
+                    m.seq,
+                    to.index,
+                    to.client.clone(),
+                );
+                arrivals[m.cast][m.to] = Some(Arrival {
+                    handle: m.landing.clone(),
+                    pending: Some(wait.guarding(m.landing)),
+                });
+            }
+        }
+        Ok(arrivals)
+    }
+
+    /// The address of `slice` (on `rank`), from its buffer's, which `base` holds once
+    /// resolved; notes `rank` in `handed` where resolving it made a blocking call.
+    fn held_address(
+        &self,
+        rank: &Rank<R>,
+        slice: &Handle,
+        base: &AddressCell,
+        handed: &mut BTreeSet<usize>,
+    ) -> Result<u64> {
+        let mut whole = slice.clone();
+        (whole.offset_start, whole.offset_end) = (None, None);
+        let address = base.get_or_resolve(|| {
+            handed.insert(rank.index);
+            self.driver.address(rank, &whole)
+        })?;
+        Ok(address + slice.offset_start.unwrap_or(0))
+    }
+
     /// The staging copy of `src` on `from` (step 1 of the module docs), queued on the device
     /// stream.
     fn stage(&self, from: &Rank<R>, src: &Handle, bytes: usize) -> Result<Handle> {
@@ -513,32 +571,25 @@ impl<R: Runtime, D: StreamDriver<R>> Lane<R, D> {
 
     /// A new landing buffer of `bytes` on `to` for the number just taken, and the flag that
     /// says it is free, queued on `to`'s stream.
-    fn landing(&mut self, to: &Rank<R>, bytes: usize) -> Result<Handle> {
-        let seq = self.seq;
-        let landing = catch_runtime(to.index, || to.client.empty(bytes)).and_then(|landing| {
-            self.driver.signal(to, &self.dst_flags, 0, seq)?;
-            Ok(landing)
-        });
-        self.note_failure(landing)
+    fn land_new(&mut self, to: &Rank<R>, bytes: usize) -> Result<Handle> {
+        let landing = catch_runtime(to.index, || to.client.empty(bytes));
+        let landing = self.note_failure(landing)?;
+        self.land_in(to, landing)
     }
 
-    /// Queue `m`'s raw copy (its flags handed to the driver) and give its arrival on `to`.
-    fn queue(&mut self, m: &Move, to: &Rank<R>) -> Result<Arrival<R>> {
+    /// `landing` (on `to`) for the number just taken, and the flag that says the work queued
+    /// on `to`'s stream before, which may read or write it, is done.
+    fn land_in(&mut self, to: &Rank<R>, landing: Handle) -> Result<Handle> {
+        let signalled = self.driver.signal(to, &self.dst_flags, 0, self.seq);
+        self.note_failure(signalled)?;
+        Ok(landing)
+    }
+
+    /// Queue `m`'s raw copy, its flags handed to the driver.
+    fn queue(&mut self, m: &Move) -> Result<()> {
         self.check_usable()?;
         let queued = self.queue_raw(&m.read, m.read_ptr, &m.landing, m.landing_ptr, m.seq);
-        self.note_failure(queued)?;
-        let wait = FlagWait::new(
-            self.dst_flags.clone(),
-            1,
-            m.seq,
-            to.index,
-            to.client.clone(),
-        )
-        .guarding(m.landing.clone());
-        Ok(Arrival {
-            handle: m.landing.clone(),
-            pending: Some(wait),
-        })
+        self.note_failure(queued)
     }
 
     /// `result`, after marking the lane broken where it is an error.
