@@ -11,7 +11,7 @@ use cubecl::wgpu::WgpuRuntime;
 use firemesh_benches::{memcpy_gbps, seconds, size_label, time_median, write_results, Row};
 use firemesh_collective::{
     probe, transport::ClientCopy, wgpu_devices::wgpu_devices, CollectiveConfig, CollectiveRuntime,
-    Collectives, DType, Group, PortableGroup, ReduceOp, Transfer,
+    Collectives, DType, Engine, Group, PortableGroup, ReduceOp, Transfer,
 };
 use std::sync::Arc;
 
@@ -72,8 +72,8 @@ fn main() {
     let mut md = String::from("# All-reduce (sum, f32) bus bandwidth, GB/s\n\n");
     md += "busbw = algbw·2(N-1)/N. `ours` and `burn-collective` on Flex run on the same data in the same run;\n";
     md += "burn-collective 0.21 cannot move tensors between wgpu devices, so it is compared on Flex only.\n\n";
-    md += "| N | size | ours cuda | ours cuda stream | stream/sync | NCCL cuda | ours/NCCL | cuda copy | ours cuda / copy | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    md += "| N | size | ours cuda | ours cuda stream | stream/sync | NCCL cuda | ours/NCCL | ours NCCL engine | ring/engine | cuda copy | ours cuda / copy | ours wgpu | ours flex | burn-collective flex | ours/peer (flex) | host memcpy | ours wgpu / memcpy | ours flex / memcpy |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     let mut nccl_notes = Vec::new();
     // The device's copy bandwidth per size (on the first GPU), measured once.
     let copies: Vec<Option<f64>> = sizes
@@ -100,18 +100,32 @@ fn main() {
                 .flatten();
             // Both CUDA transfers on the same buffers: each transfer waiting on the host, and
             // transfers ordered on the devices' streams.
-            let cuda_point = |implementation: &str, transfer: Transfer| {
+            let mut cuda_point = |implementation: &str, transfer: Transfer, engine: Engine| {
                 if cuda.is_empty() {
                     return None;
                 }
-                let devices = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
+                let devices: Vec<_> = (0..n).map(|r| cuda[r % cuda.len()].clone()).collect();
+                let config = CollectiveConfig {
+                    engine,
+                    ..CollectiveConfig::with_transfer(transfer)
+                };
                 let group = Group::<cubecl::cuda::CudaRuntime>::new_shared(devices)
                     .expect("cuda group")
-                    .with_config(CollectiveConfig::with_transfer(transfer));
+                    .with_config(config);
+                if let Err(e) = group.engine() {
+                    nccl_notes.push(format!("N={n}, {}: {e}", size_label(bytes)));
+                    return None;
+                }
                 device_point(implementation, "cuda", group, len, args.iters)
             };
-            let cuda_row = cuda_point("ours", Transfer::Synchronous);
-            let cuda_stream_row = cuda_point("ours-stream", Transfer::StreamOrdered);
+            let cuda_row = cuda_point("ours", Transfer::Synchronous, Engine::Cubecl);
+            let cuda_stream_row =
+                cuda_point("ours-stream", Transfer::StreamOrdered, Engine::Cubecl);
+            // The NCCL engine of our groups, on buffers of the same size and op.
+            let engine_row = match args.nccl {
+                true => cuda_point("ours-nccl-engine", Transfer::StreamOrdered, Engine::Nccl),
+                false => None,
+            };
             let wgpu_row = wgpu.as_ref().and_then(|d| {
                 let group = Group::<WgpuRuntime>::new(d[..n].to_vec()).expect("wgpu group");
                 let group = if args.wgpu_client_copy {
@@ -144,6 +158,10 @@ fn main() {
                 (Some(p), Some(o)) => format!("{:.2}×", p.seconds / o.seconds),
                 _ => "–".into(),
             };
+            let ring_vs_engine = match (&engine_row, &cuda_stream_row) {
+                (Some(e), Some(r)) => format!("{:.2}×", e.seconds / r.seconds),
+                _ => "–".into(),
+            };
             let stream_vs_sync = match (&cuda_row, &cuda_stream_row) {
                 (Some(sync), Some(stream)) => format!("{:.2}×", sync.seconds / stream.seconds),
                 _ => "–".into(),
@@ -153,11 +171,12 @@ fn main() {
                 _ => "–".into(),
             };
             let line = format!(
-                "| {n} | {} | {} | {} | {stream_vs_sync} | {} | {vs_nccl} | {} | {vs_copy} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
+                "| {n} | {} | {} | {} | {stream_vs_sync} | {} | {vs_nccl} | {} | {ring_vs_engine} | {} | {vs_copy} | {} | {} | {} | {ratio} | {memcpy:.2} | {} | {} |\n",
                 size_label(bytes),
                 bw(&cuda_row),
                 bw(&cuda_stream_row),
                 bw(&nccl_row),
+                bw(&engine_row),
                 copy.map_or("–".into(), |c| format!("{c:.1}")),
                 bw(&wgpu_row),
                 bw(&ours_cpu),
@@ -172,6 +191,7 @@ fn main() {
                     cuda_row,
                     cuda_stream_row,
                     nccl_row,
+                    engine_row,
                     wgpu_row,
                     ours_cpu,
                     peer_cpu,
@@ -227,7 +247,11 @@ fn main() {
            issues it (through CubeCL, one thread per rank), on buffers of the same size; `cuda copy` \
            is one device copy of the buffer (bytes copied per second, each read once and written \
            once) on the first GPU: an all-reduce over ranks that share one GPU moves at least \
-           (3N - 1) buffers through its memory, so its busbw stays below 4(N-1)/(N(3N-1)) of it.\n";
+           (3N - 1) buffers through its memory, so its busbw stays below 4(N-1)/(N(3N-1)) of it. \
+           `ours NCCL engine` is the same group with `--engine nccl` (NCCL through CubeCL's \
+           communication stream, on the group's own buffers, summing) and `ring/engine` the \
+           ratio of its time to the stream-ordered ring's (below 1: the engine is faster); NCCL \
+           takes each GPU once, so it has no points where ranks share a GPU.\n";
     if args.nccl && !nccl_notes.is_empty() {
         md += "\nNCCL points left out:\n";
         for note in &nccl_notes {
@@ -258,7 +282,7 @@ fn device_point<R: CollectiveRuntime>(
         .map(|r| group.upload(r, DType::F32, &values))
         .collect::<Result<Vec<_>, _>>()
         .and_then(|mut bufs| {
-            group.all_reduce(&mut bufs, ReduceOp::Max)?;
+            group.all_reduce(&mut bufs, ReduceOp::Sum)?;
             group.sync()?;
             Ok(bufs)
         });
@@ -273,7 +297,7 @@ fn device_point<R: CollectiveRuntime>(
         group.sync().expect("sync");
         seconds(|| {
             group
-                .all_reduce(&mut bufs, ReduceOp::Max)
+                .all_reduce(&mut bufs, ReduceOp::Sum)
                 .expect("all_reduce");
             group.sync().expect("sync");
         })

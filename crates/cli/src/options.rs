@@ -5,7 +5,7 @@
 
 use crate::{Error, Result};
 use firemesh::backend::MeshConfig;
-use firemesh::collective::Transfer;
+use firemesh::collective::{Engine, Transfer};
 use firemesh::mesh::{DeviceMesh, MeshKind, RuntimeConfig};
 use firemesh::named::Named;
 use firemesh::Precision;
@@ -30,6 +30,20 @@ pub struct RuntimeOptions {
     /// or sync (each copy waits for both devices) [default: stream].
     #[arg(long, env = "FIREMESH_CUDA_COPY", value_enum)]
     pub cuda_copy: Option<CudaCopy>,
+    /// What runs the sums of a CUDA mesh: nccl (NCCL, through CubeCL, on the devices), cubecl
+    /// (CubeCL's ring) or auto (NCCL where the library loads and the GPUs are distinct, else
+    /// the ring); the run's summary says which ran and why. Other meshes sum on their own
+    /// [default: auto].
+    #[arg(long, env = "FIREMESH_ENGINE", value_enum)]
+    pub engine: Option<EngineOption>,
+}
+
+/// What runs the sums of a CUDA mesh (`--engine`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum EngineOption {
+    Auto,
+    Cubecl,
+    Nccl,
 }
 
 /// How copies between CUDA GPUs are ordered (`--cuda-copy`).
@@ -51,6 +65,11 @@ impl RuntimeOptions {
                 None => Transfer::default(),
                 Some(CudaCopy::Stream) => Transfer::StreamOrdered,
                 Some(CudaCopy::Sync) => Transfer::Synchronous,
+            },
+            engine: match self.engine {
+                None | Some(EngineOption::Auto) => Engine::Auto,
+                Some(EngineOption::Cubecl) => Engine::Cubecl,
+                Some(EngineOption::Nccl) => Engine::Nccl,
             },
         }
     }

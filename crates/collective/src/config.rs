@@ -46,6 +46,8 @@ pub struct CollectiveConfig {
     pub timeout: Duration,
     /// How transfers between CUDA devices are ordered.
     pub transfer: Transfer,
+    /// Which engine runs the sums ([`crate::engine`]): NCCL where it can, by default.
+    pub engine: crate::Engine,
     /// Ranks that share a CUDA device copy between them as two GPUs would: peer copies
     /// (`cuMemcpyPeerAsync` rather than a copy within the device) and the pair's peer access
     /// probed. A test switch, so that a machine with one GPU runs every driver call of the CUDA
@@ -63,6 +65,7 @@ impl Default for CollectiveConfig {
             parallel_transfer_bytes: 64 * 1024,
             timeout: Duration::from_secs(60),
             transfer: Transfer::default(),
+            engine: crate::Engine::default(),
             one_device_as_peers: false,
         }
     }

@@ -7,6 +7,11 @@ use std::time::Duration;
 pub enum CollectiveError {
     #[error("a group needs at least one rank")]
     EmptyGroup,
+    #[error("the {engine} engine cannot run this group's sums: {reason}")]
+    EngineUnavailable {
+        engine: &'static str,
+        reason: String,
+    },
     #[error("rank {first} and rank {second} name the same device ({device}); a device may appear once per group")]
     DuplicateRank {
         first: usize,

@@ -1,6 +1,7 @@
 //! A group of ranks on CubeCL devices and the collectives it runs.
 
 use crate::checks::{self, BufferMeta, BufferRules};
+use crate::engine::{self, Engine, EngineChoice, EngineUsed};
 use crate::fabric::device::{padded_bytes, DeviceBuffer, DeviceFabric};
 use crate::fabric::Fabric;
 use crate::stream::{DeviceStream, Handoff};
@@ -21,6 +22,9 @@ pub struct Group<R: CollectiveRuntime> {
     /// config, which then no longer replaces it.
     chosen_transport: bool,
     config: CollectiveConfig,
+    /// The engine of the sums, chosen with the config ([`crate::engine`]), or why the one asked
+    /// for cannot run (every all-reduce then fails with it).
+    engine: Result<EngineChoice>,
     /// (rank, dtype) pairs already checked against the device's capabilities.
     supported: Mutex<Vec<(usize, DType, bool)>>,
 }
@@ -62,10 +66,12 @@ impl<R: CollectiveRuntime> Group<R> {
             })
             .collect::<Result<Vec<_>>>()?;
         let config = R::default_config();
+        let devices: Vec<R::Device> = ranks.iter().map(|r| r.device.clone()).collect();
         Ok(Self {
             ranks,
             transport: R::transport(&config),
             chosen_transport: false,
+            engine: Self::engine_for(&devices, &config),
             config,
             supported: Mutex::new(Vec::new()),
         })
@@ -86,8 +92,27 @@ impl<R: CollectiveRuntime> Group<R> {
         if !self.chosen_transport && transport_changes {
             self.transport = R::transport(&config);
         }
+        if config.engine != self.config.engine {
+            let devices: Vec<R::Device> = self.ranks.iter().map(|r| r.device.clone()).collect();
+            self.engine = Self::engine_for(&devices, &config);
+        }
         self.config = config;
         self
+    }
+
+    /// The engine a group over `devices` with `config` runs its sums on, and why; or why the
+    /// engine `config` asks for cannot run them.
+    pub fn engine_for(devices: &[R::Device], config: &CollectiveConfig) -> Result<EngineChoice> {
+        let nccl = match config.engine {
+            Engine::Cubecl => Err("not asked for".into()),
+            Engine::Auto | Engine::Nccl => R::nccl_status(devices),
+        };
+        engine::choose(config.engine, nccl)
+    }
+
+    /// The engine this group runs its sums on, and why ([`Group::engine_for`]).
+    pub fn engine(&self) -> Result<&EngineChoice> {
+        self.engine.as_ref().map_err(Clone::clone)
     }
 
     pub fn config(&self) -> &CollectiveConfig {
@@ -235,7 +260,12 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
 
     fn all_reduce(&self, bufs: &mut [DeviceBuffer<R>], op: ReduceOp) -> Result<()> {
         let dtype = self.check_buffers(bufs, true)?;
+        let nccl = self.engine()?.used == EngineUsed::Nccl && op != ReduceOp::Max;
         let handoff = self.handoff(bufs);
+        if nccl && bufs.len() > 1 {
+            let out = R::nccl_all_reduce(&self.ranks, bufs, op);
+            return handoff.finish(out, |r| self.wait(r));
+        }
         let f = self.fabric(dtype);
         let out = algorithms::all_reduce(&f, bufs, op, &self.config).and_then(|()| f.settle());
         handoff.finish(out, |r| self.wait(r))

@@ -14,7 +14,8 @@ use firemesh_backend::{Mesh, MeshConfig, Sharded};
 #[cfg(feature = "cpu")]
 use firemesh_collective::PortableGroup;
 use firemesh_collective::{
-    CollectiveConfig, CollectiveRuntime, Group, TensorCollectives, Transfer, Unavailable,
+    CollectiveConfig, CollectiveError, CollectiveRuntime, Engine, Group, TensorCollectives,
+    Transfer, Unavailable,
 };
 use firemesh_world::ProcessLink;
 use std::sync::Arc;
@@ -26,15 +27,54 @@ pub struct RuntimeConfig {
     pub mesh: MeshConfig,
     /// How transfers between CUDA GPUs are ordered ([`Transfer`]).
     pub cuda_copy: Transfer,
+    /// Which engine runs the sums of CUDA meshes ([`Engine`]).
+    pub engine: Engine,
 }
 
 impl RuntimeConfig {
+    /// The config of the collectives between GPUs.
+    pub fn collectives(&self) -> CollectiveConfig {
+        CollectiveConfig {
+            engine: self.engine,
+            ..CollectiveConfig::with_transfer(self.cuda_copy)
+        }
+    }
+
+    /// What `mesh`'s sums run on, and why; or why the engine asked for cannot run there.
+    pub fn engine_on(&self, mesh: &DeviceMesh) -> Result<(String, String)> {
+        #[cfg(any(feature = "cuda", feature = "wgpu"))]
+        let choice = |c: firemesh_collective::EngineChoice| (c.used.name().to_string(), c.why);
+        Ok(match mesh {
+            #[cfg(feature = "cuda")]
+            DeviceMesh::Cuda(d) => {
+                choice(Group::<CudaRuntime>::engine_for(d, &self.collectives())?)
+            }
+            #[cfg(feature = "wgpu")]
+            DeviceMesh::Wgpu(d) => {
+                choice(Group::<WgpuRuntime>::engine_for(d, &self.collectives())?)
+            }
+            DeviceMesh::Cpu { .. } if self.engine == Engine::Nccl => {
+                let reason = "NCCL runs the sums of CUDA groups only; a CPU mesh sums with \
+                              Burn's tensor ops"
+                    .into();
+                return Err(CollectiveError::EngineUnavailable {
+                    engine: "nccl",
+                    reason,
+                }
+                .into());
+            }
+            DeviceMesh::Cpu { .. } => (
+                "portable".into(),
+                "a CPU mesh sums with Burn's tensor ops (PortableGroup)".into(),
+            ),
+        })
+    }
+
     /// The CUDA mesh over `devices`, its sums and gathers on our collectives.
     /// Autocast convolutions run on CubeCL's implicit-GEMM kernels ([`ImplicitGemmConvs`]).
     #[cfg(feature = "cuda")]
     pub fn cuda_mesh(&self, devices: &[CudaDevice]) -> Result<Mesh<CudaDevice>> {
-        let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
-        let (config, group) = (&self.mesh, Some(collectives));
+        let (config, group) = (&self.mesh, Some(self.collectives()));
         let mesh = sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, None)?;
         mesh.use_narrow_convs::<burn_cuda::Cuda>(ImplicitGemmConvs);
         Ok(mesh)
@@ -48,8 +88,7 @@ impl RuntimeConfig {
         devices: &[CudaDevice],
         link: Arc<dyn ProcessLink>,
     ) -> Result<Mesh<CudaDevice>> {
-        let collectives = CollectiveConfig::with_transfer(self.cuda_copy);
-        let (config, group) = (&self.mesh, Some(collectives));
+        let (config, group) = (&self.mesh, Some(self.collectives()));
         let link = Some(link);
         let mesh = sharded_on_group::<CudaRuntime, burn_cuda::Cuda>(devices, config, group, link)?;
         mesh.use_narrow_convs::<burn_cuda::Cuda>(ImplicitGemmConvs);

@@ -39,6 +39,8 @@ pub struct Job {
     pub order: Order,
     pub run_dir: PathBuf,
     pub mesh_name: String,
+    /// What the mesh's sums run on, and why ([`firemesh::mesh::RuntimeConfig::engine_on`]).
+    pub engine: (String, String),
     pub gpus: GpuMonitor,
     /// Asks the run to stop after its current step, with a checkpoint (a termination signal).
     pub stop: Stop,

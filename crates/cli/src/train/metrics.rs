@@ -138,6 +138,12 @@ pub struct Summary {
     pub params_digest: String,
     pub data: String,
     pub mesh: String,
+    /// What the mesh's sums ran on (`nccl`, `cubecl` or, on a CPU mesh, `portable`), and why
+    /// (`--engine`). Empty in summaries written before they were counted.
+    #[serde(default)]
+    pub collective_engine: String,
+    #[serde(default)]
+    pub collective_engine_why: String,
     pub ranks: usize,
     /// Samples per step over all ranks.
     pub batch: usize,

@@ -166,7 +166,8 @@ pub fn run_with(
 ) -> Result<Summary> {
     let (mesh, seq_len, _) = checked_mesh(config)?;
     across::check_world(config, &mesh, processes)?;
-    let job = prepare(config, &mesh, seq_len, stop, processes)?;
+    let engine = runtime.engine_on(&mesh)?;
+    let job = prepare(config, &mesh, seq_len, engine, stop, processes)?;
     train_on_mesh(&mesh, runtime, job)
 }
 
@@ -177,6 +178,7 @@ fn prepare(
     config: &TrainConfig,
     mesh: &DeviceMesh,
     seq_len: Option<usize>,
+    engine: (String, String),
     stop: &Stop,
     processes: &Processes,
 ) -> Result<job::Job> {
@@ -216,6 +218,7 @@ fn prepare(
         if let Some(note) = gpu_note {
             println!("  {note}");
         }
+        println!("  sums: {} ({})", engine.0, engine.1);
     }
     Ok(job::Job {
         config: config.clone(),
@@ -224,6 +227,7 @@ fn prepare(
         order,
         run_dir,
         mesh_name: mesh.describe(),
+        engine,
         gpus,
         stop: stop.clone(),
         processes: processes.clone(),

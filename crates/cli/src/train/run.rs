@@ -245,6 +245,8 @@ fn summarize<B: Backend>(
         params_digest: params_digest::<B>(&model),
         data: job.data.describe.clone(),
         mesh: job.mesh_name.clone(),
+        collective_engine: job.engine.0.clone(),
+        collective_engine_why: job.engine.1.clone(),
         ranks: mesh.world_len(),
         batch: c.batch,
         steps: total,

@@ -41,6 +41,10 @@ fn bad_options_and_sizes_are_named() {
         (&["train", "--lr", "inf"], "must be finite and positive"),
         (&["train", "--steps", "0"], "--steps must be at least 1"),
         (
+            &["train", "--mesh", "cpu", "--steps", "1", "--engine", "nccl"],
+            "the nccl engine cannot run this group's sums: NCCL runs the sums of CUDA groups only",
+        ),
+        (
             &["train", "--zero", "3", "--gather-ahead-mib=-1"],
             "--gather-ahead-mib -1",
         ),

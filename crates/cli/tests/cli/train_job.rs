@@ -206,6 +206,9 @@ fn a_bf16_run_with_bf16_gradient_sums_reports_its_bytes() {
         "no scaling in bf16"
     );
     assert!(half.last_loss.is_finite() && half.fallbacks == 0);
+    // What summed, and why: Burn's tensor ops on a CPU mesh (`--engine` picks on CUDA).
+    assert_eq!(full.collective_engine, "portable");
+    assert!(full.collective_engine_why.contains("CPU mesh"), "{full:?}");
     // Autocast's casts, counted in the summary: none in f32.
     let casts = |s: &Summary| {
         (
@@ -358,6 +361,12 @@ fn the_job_trains_on_a_wgpu_mesh() {
     }))
     .unwrap();
     assert_eq!(summary.fallbacks, 0);
+    // `--engine auto`: NCCL runs CUDA groups only, so the wgpu mesh sums on the CubeCL ring.
+    assert_eq!(summary.collective_engine, "cubecl");
+    assert!(
+        summary.collective_engine_why.contains("CUDA groups only"),
+        "{summary:?}"
+    );
     assert_eq!(
         summary.stream_handoffs, 0,
         "every part was made on the device stream (batches, evaluation)"

@@ -5,6 +5,8 @@ mod client_copy;
 #[cfg(feature = "cuda")]
 mod cuda_driver;
 #[cfg(feature = "cuda")]
+mod cuda_nccl;
+#[cfg(feature = "cuda")]
 mod cuda_peer;
 #[cfg(feature = "cuda")]
 mod cuda_stream;
@@ -27,8 +29,11 @@ pub use stream_ordered::{synchronous_fallbacks, StreamOrderedCopy};
 #[cfg(feature = "wgpu")]
 pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 
+use crate::engine::NcclStatus;
 use crate::error::{catch_runtime, try_runtime};
-use crate::{CollectiveConfig, DType, Result, Transfer, Unavailable};
+use crate::{
+    CollectiveConfig, CollectiveError, DType, DeviceBuffer, ReduceOp, Result, Transfer, Unavailable,
+};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -179,6 +184,22 @@ pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     }
     /// Whether `device` can be used, checked before any runtime call that could panic.
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable>;
+    /// Whether NCCL can run the sums of a group over `devices`: its version, or why not.
+    fn nccl_status(_devices: &[Self::Device]) -> NcclStatus {
+        Err("NCCL runs the sums of CUDA groups only".into())
+    }
+    /// NCCL's all-reduce of `bufs` (rank r's on `ranks[r]`) in place, ordered with each
+    /// rank's device stream; only called where [`CollectiveRuntime::nccl_status`] is `Ok`.
+    fn nccl_all_reduce(
+        ranks: &[Rank<Self>],
+        _bufs: &[DeviceBuffer<Self>],
+        _op: ReduceOp,
+    ) -> Result<()> {
+        Err(CollectiveError::EngineUnavailable {
+            engine: "nccl",
+            reason: format!("not built for this runtime ({} ranks)", ranks.len()),
+        })
+    }
 }
 
 #[cfg(feature = "wgpu")]
@@ -208,6 +229,18 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
     /// Stream-ordered transfers ([`Transfer::default`]), pipelined.
     fn default_config() -> CollectiveConfig {
         CollectiveConfig::with_transfer(Transfer::default())
+    }
+
+    fn nccl_status(devices: &[Self::Device]) -> NcclStatus {
+        cuda_nccl::status(devices)
+    }
+
+    fn nccl_all_reduce(
+        ranks: &[Rank<Self>],
+        bufs: &[DeviceBuffer<Self>],
+        op: ReduceOp,
+    ) -> Result<()> {
+        cuda_nccl::all_reduce(ranks, bufs, op)
     }
 
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable> {
