@@ -30,10 +30,10 @@ pub struct RuntimeOptions {
     /// or sync (each copy waits for both devices) [default: stream].
     #[arg(long, env = "FIREMESH_CUDA_COPY", value_enum)]
     pub cuda_copy: Option<CudaCopy>,
-    /// What runs the sums of a CUDA mesh: nccl (NCCL, through CubeCL, on the devices), cubecl
-    /// (CubeCL's ring) or auto (NCCL where the library loads and the GPUs are distinct, else
-    /// the ring); the run's summary says which ran and why. Other meshes sum on their own
-    /// [default: auto].
+    /// What runs the sums of a CUDA mesh: nccl (NCCL, through CubeCL, on the devices; not yet
+    /// run on a GPU), cubecl (CubeCL's ring) or auto (NCCL where the library loads, the GPUs
+    /// are distinct and a check sum reads back right, else the ring); the run's summary says
+    /// which ran and why. Other meshes sum on their own [default: cubecl].
     #[arg(long, env = "FIREMESH_ENGINE", value_enum)]
     pub engine: Option<EngineOption>,
 }
@@ -67,8 +67,8 @@ impl RuntimeOptions {
                 Some(CudaCopy::Sync) => Transfer::Synchronous,
             },
             engine: match self.engine {
-                None | Some(EngineOption::Auto) => Engine::Auto,
-                Some(EngineOption::Cubecl) => Engine::Cubecl,
+                None | Some(EngineOption::Cubecl) => Engine::Cubecl,
+                Some(EngineOption::Auto) => Engine::Auto,
                 Some(EngineOption::Nccl) => Engine::Nccl,
             },
         }

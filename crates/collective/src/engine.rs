@@ -9,16 +9,17 @@
 
 use crate::CollectiveError;
 
-/// The engine a group is asked for (`CollectiveConfig::engine`).
+/// The engine a group is asked for (`CollectiveConfig::engine`). The default stays the
+/// ring until NCCL's engine has run on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Engine {
-    /// NCCL where it can run (a CUDA group of distinct GPUs, the library loaded), else the
-    /// CubeCL ring.
-    #[default]
+    /// NCCL where it can run (a CUDA group of distinct GPUs, the library loaded, a check sum
+    /// through it read back right), else the CubeCL ring.
     Auto,
     /// CubeCL's ring (and one-shot) collectives, on every runtime.
+    #[default]
     Cubecl,
-    /// NCCL for the sums; a group that cannot run it fails to be made, naming why.
+    /// NCCL for the sums; on a group that cannot run it, every all-reduce fails, naming why.
     Nccl,
 }
 
@@ -55,7 +56,9 @@ pub fn choose(asked: Engine, nccl: NcclStatus) -> crate::Result<EngineChoice> {
         why,
     };
     match (asked, nccl) {
-        (Engine::Cubecl, _) => Ok(cubecl("asked for".into())),
+        (Engine::Cubecl, _) => Ok(cubecl(
+            "the default (Engine::Auto takes NCCL where it runs)".into(),
+        )),
         (Engine::Auto | Engine::Nccl, Ok(version)) => Ok(EngineChoice {
             used: EngineUsed::Nccl,
             why: format!("NCCL {version} loaded; the group's GPUs are distinct"),

@@ -267,7 +267,7 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
             return handoff.finish(out, |r| self.wait(r));
         }
         let f = self.fabric(dtype);
-        let out = algorithms::all_reduce(&f, bufs, op, &self.config).and_then(|()| f.settle());
+        let out = settled(&f, algorithms::all_reduce(&f, bufs, op, &self.config));
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -280,8 +280,10 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         let dtype = self.check_buffers(bufs, true)?;
         let handoff = self.handoff(bufs);
         let f = self.fabric(dtype);
-        let out = algorithms::reduce_scatter(&f, bufs, op, parts, &self.config);
-        let out = out.and_then(|parts| f.settle().map(|()| parts));
+        let out = settled(
+            &f,
+            algorithms::reduce_scatter(&f, bufs, op, parts, &self.config),
+        );
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -295,7 +297,7 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         let handoff = self.handoff(shards);
         let f = self.fabric(dtype);
         let out = algorithms::all_gather_placed(&f, shards.to_vec(), places, len, &self.config);
-        let out = out.and_then(|outs| f.settle().map(|()| outs));
+        let out = settled(&f, out);
         handoff.finish(out, |r| self.wait(r))
     }
 
@@ -309,7 +311,15 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         let dtype = self.check_buffers(bufs, true)?;
         let handoff = self.handoff(bufs);
         let f = self.fabric(dtype);
-        let out = algorithms::broadcast(&f, bufs, root, &self.config).and_then(|()| f.settle());
+        let out = settled(&f, algorithms::broadcast(&f, bufs, root, &self.config));
         handoff.finish(out, |r| self.wait(r))
     }
+}
+
+/// `out`, once every rank of `f` is settled ([`Fabric::settle`]) whether the collective
+/// failed or not: copies still reading a rank's buffer must not race what the caller does
+/// next. The collective's error comes first.
+fn settled<T>(f: &impl Fabric, out: Result<T>) -> Result<T> {
+    let settle = f.settle();
+    out.and_then(|value| settle.map(|()| value))
 }

@@ -361,10 +361,10 @@ fn the_job_trains_on_a_wgpu_mesh() {
     }))
     .unwrap();
     assert_eq!(summary.fallbacks, 0);
-    // `--engine auto`: NCCL runs CUDA groups only, so the wgpu mesh sums on the CubeCL ring.
+    // The default engine: the CubeCL ring (NCCL runs CUDA groups only).
     assert_eq!(summary.collective_engine, "cubecl");
     assert!(
-        summary.collective_engine_why.contains("CUDA groups only"),
+        summary.collective_engine_why.contains("default"),
         "{summary:?}"
     );
     assert_eq!(

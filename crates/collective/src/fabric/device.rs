@@ -319,11 +319,12 @@ impl<R: Runtime> Fabric for DeviceFabric<'_, R> {
         self.send_round_on_stream(sends, held)
     }
 
+    /// Every rank, even after one fails; the first failure is returned.
     fn settle(&self) -> Result<()> {
-        for rank in self.ranks {
-            self.transport.settle(rank)?;
-        }
-        Ok(())
+        let settled: Vec<Result<()>> = (self.ranks.iter())
+            .map(|rank| self.transport.settle(rank))
+            .collect();
+        settled.into_iter().collect()
     }
 
     fn combine(

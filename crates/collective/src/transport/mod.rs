@@ -69,10 +69,13 @@ impl<R: Runtime> Arrival<R> {
 pub struct Cast<'a, R: Runtime> {
     pub from: &'a Rank<R>,
     pub src: Handle,
-    /// `Some` where the caller leaves `src` unwritten on `from` until it calls
-    /// [`Transport::settle`] for `from`, so that a transport may read it in place rather than
-    /// copy it first: the device address of the buffer `src` is a slice of, once resolved
-    /// (shared by the buffer's clones).
+    /// `Some` where the caller writes `src` on `from` again only after the copy has landed, as
+    /// far as the work queued on the devices says (the ring's all-gather writes, in place, the
+    /// chunks a rank sent in its reduce-scatter, but only with the reduced chunk, which, around
+    /// the ring, waited for that send to land), and otherwise not before it calls
+    /// [`Transport::settle`] for `from`: a transport may read it in place rather than copy it
+    /// first. The device address of the buffer `src` is a slice of, once resolved (shared by
+    /// the buffer's clones).
     pub held: Option<&'a AddressCell>,
     pub to: Vec<&'a Rank<R>>,
 }

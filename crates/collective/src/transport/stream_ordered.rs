@@ -207,12 +207,16 @@ impl<R: Runtime, D: StreamDriver<R>> Transport<R> for StreamOrderedCopy<R, D> {
             from.sort_by_key(|(k, _)| k.to);
             from.into_iter().map(|(_, slot)| slot.clone()).collect()
         };
-        for slot in lanes {
-            if let Slot::Lane(lane) = &mut *slot.lock().unwrap_or_else(|e| e.into_inner()) {
-                lane.settle(rank)?;
-            }
-        }
-        Ok(())
+        // Every lane, even after one fails; the first failure is returned.
+        let settled: Vec<Result<()>> = (lanes.iter())
+            .map(
+                |slot| match &mut *slot.lock().unwrap_or_else(|e| e.into_inner()) {
+                    Slot::Lane(lane) => lane.settle(rank),
+                    Slot::Synchronous => Ok(()),
+                },
+            )
+            .collect();
+        settled.into_iter().collect()
     }
 }
 
@@ -331,16 +335,25 @@ impl<R: Runtime, D: StreamDriver<R>> StreamOrderedCopy<R, D> {
                 .expect("a rank of the round");
             self.driver.flush(rank)?;
         }
-        for m in &moves {
+        let mut failure = None;
+        let mut queued = Vec::with_capacity(moves.len());
+        for m in moves {
             let Slot::Lane(lane) = &mut **guards.get_mut(&m.key).expect("locked above") else {
                 unreachable!("moves are made on lanes")
             };
-            lane.queue(m)?;
+            if let Err(e) = lane.queue(&m) {
+                failure = Some(e);
+                break;
+            }
             if casts[m.cast].held.is_some() {
                 lane.unsettled = Some(m.seq);
             }
+            queued.push(m);
         }
-        for m in moves {
+        // The copies queued get their waits even when a later one failed: a landing buffer is
+        // held until its reader's stream has passed the wait, so that no other buffer takes its
+        // memory while the copy may still write it.
+        for m in queued {
             let Slot::Lane(lane) = &mut **guards.get_mut(&m.key).expect("locked above") else {
                 unreachable!("moves are made on lanes")
             };
@@ -361,7 +374,11 @@ impl<R: Runtime, D: StreamDriver<R>> StreamOrderedCopy<R, D> {
                 });
             }
         }
-        Ok(arrivals)
+        match failure {
+            // Dropped, the arrivals queue their waits.
+            Some(e) => Err(e),
+            None => Ok(arrivals),
+        }
     }
 
     /// The address of `slice` (on `rank`), from its buffer's, which `base` holds once

@@ -18,6 +18,9 @@ fn random_tokens(batch: usize, seq: usize, vocab: usize, device: &Device<B>) -> 
 
 fn forward_backward(config: GptConfig, batch: usize, seq: usize) {
     let device = Default::default();
+    // Seeded, for a draw that does not depend on the run; Flex's generator is one for the
+    // process, so a test seeding it at once may still change the draw.
+    B::seed(&device, 11);
     let model = config.init::<B>(&device).unwrap();
     let tokens = random_tokens(batch, seq, config.vocab_size, &device);
     let logits = model
@@ -26,10 +29,12 @@ fn forward_backward(config: GptConfig, batch: usize, seq: usize) {
     assert_eq!(logits.dims(), [batch, seq - 1, config.vocab_size]);
     let loss = model.next_token_loss(tokens).unwrap();
     let value = loss.clone().into_scalar();
-    // An untrained model predicts roughly uniformly: loss ≈ ln(vocab).
+    // An untrained model predicts roughly uniformly: loss ≈ ln(vocab). Unseeded draws of
+    // GPT-2 small's weights and tokens gave 6.10 to 6.47 in 8 runs, and once 6.75, against
+    // ln(50257) = 6.24.
     let uniform = (config.vocab_size as f32).ln();
     assert!(
-        (value - uniform).abs() < 0.5,
+        (value - uniform).abs() < 1.0,
         "loss {value}, ln(vocab) {uniform}"
     );
     let grads = loss.backward();
