@@ -1,6 +1,7 @@
 //! A [`StreamDriver`] on wgpu devices that counts every call by kind, for the tests: the
 //! stream-ordered transport's protocol runs here with no GPU, and its cost per collective is
-//! counted, not guessed.
+//! counted, not guessed. It also refuses a raw wait on a device whose flag kernels have not
+//! all been handed to the driver by a blocking call since they were launched.
 //!
 //! Launches go to the wgpu clients as they would on CUDA. The raw streams are simulated in
 //! the order the calls come: a raw wait reads its flag word back (the kernels queued before it
@@ -71,6 +72,10 @@ pub(crate) struct RecordingDriver {
     /// Each event, with the number of raw copies queued when it was last recorded (0 once
     /// the host waited for it).
     events: Mutex<BTreeMap<u64, u64>>,
+    /// The ranks with a flag kernel launched and not yet handed to the driver (no blocking
+    /// call on their client since): a raw wait on such a rank's device could be on a kernel
+    /// the driver does not have yet, and fails.
+    unhanded: Mutex<std::collections::BTreeSet<usize>>,
 }
 
 const SHIFT: u32 = 32;
@@ -169,6 +174,7 @@ impl StreamDriver<WgpuRuntime> for RecordingDriver {
         value: u32,
     ) -> Result<()> {
         self.count("signal", Kind::Launch);
+        self.unhanded.lock().unwrap().insert(rank.index);
         flags::signal(&rank.client, flags, slot, value);
         Ok(())
     }
@@ -181,6 +187,7 @@ impl StreamDriver<WgpuRuntime> for RecordingDriver {
 
     fn flush(&self, rank: &Rank<WgpuRuntime>) -> Result<()> {
         self.count("flush", Kind::Blocking);
+        self.unhanded.lock().unwrap().remove(&rank.index);
         crate::error::try_runtime(rank.index, || rank.client.flush())
     }
 
@@ -198,6 +205,7 @@ impl StreamDriver<WgpuRuntime> for RecordingDriver {
 
     fn address(&self, rank: &Rank<WgpuRuntime>, handle: &Handle) -> Result<u64> {
         self.count("address", Kind::Blocking);
+        self.unhanded.lock().unwrap().remove(&rank.index);
         let at = handle.offset_start.unwrap_or(0);
         let mut base = handle.clone();
         (base.offset_start, base.offset_end) = (None, None);
@@ -208,6 +216,13 @@ impl StreamDriver<WgpuRuntime> for RecordingDriver {
 
     fn wait_value(&self, device: &FakeDevice, _stream: u64, address: u64, value: u32) -> Raw {
         self.count("wait value", Kind::Queued);
+        if self.unhanded.lock().unwrap().contains(&device.rank) {
+            return Err(format!(
+                "rank {}: a raw wait queued while a flag kernel of its device may not have \
+                 reached the driver",
+                device.rank
+            ));
+        }
         let word = self.read(address, 4)?;
         let seen = u32::from_le_bytes(word[..4].try_into().expect("4 bytes"));
         if seen.wrapping_sub(value) < 1 << 31 {
@@ -443,5 +458,28 @@ mod tests {
         let calls = driver.tally().since(&before);
         assert!(calls.calls("copy") > 0, "{calls:?}");
         assert_eq!(calls.calls("copy words"), 0, "{calls:?}");
+    }
+
+    #[test]
+    fn a_raw_wait_before_its_flag_kernel_reached_the_driver_is_refused() {
+        let Some((group, _)) = group(2) else {
+            return;
+        };
+        let driver = RecordingDriver::default();
+        let rank = &group.ranks()[0];
+        let flag = flags::new_flags(&rank.client, 1);
+        let address = driver.address(rank, &flag).unwrap();
+        let device = driver.device(rank).unwrap();
+        driver.signal(rank, &flag, 0, 1).unwrap();
+        let early = driver.wait_value(&device, 0, address, 1).unwrap_err();
+        assert!(early.contains("may not have reached the driver"), "{early}");
+        driver.flush(rank).unwrap();
+        driver.wait_value(&device, 0, address, 1).unwrap();
+        // A wait for a number no kernel writes would wait for ever.
+        let never = driver.wait_value(&device, 0, address, 2).unwrap_err();
+        assert!(
+            never.contains("nothing queued before it would ever write"),
+            "{never}"
+        );
     }
 }
