@@ -11,6 +11,7 @@ use crate::{
     error::{catch_runtime, try_runtime},
     CollectiveConfig, CollectiveError, Collectives, DType, ReduceOp, Result,
 };
+use cubecl::server::Handle;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -263,7 +264,15 @@ impl<R: CollectiveRuntime> Collectives for Group<R> {
         let nccl = self.engine()?.used == EngineUsed::Nccl && op != ReduceOp::Max;
         let handoff = self.handoff(bufs);
         if nccl && bufs.len() > 1 {
-            let out = R::nccl_all_reduce(&self.ranks, bufs, op);
+            // Each handle spans its buffer's elements (padded to whole 4-byte words), however
+            // big the allocation: NCCL counts the elements of the bytes it is given.
+            let spans: Vec<Handle> = (bufs.iter())
+                .map(|b| {
+                    let extra = b.handle.size_in_used() - padded_bytes(b.len, dtype) as u64;
+                    b.handle.clone().offset_end(extra)
+                })
+                .collect();
+            let out = R::nccl_all_reduce(&self.ranks, &spans, dtype, op);
             return handoff.finish(out, |r| self.wait(r));
         }
         let f = self.fabric(dtype);

@@ -9,12 +9,12 @@
 use super::Rank;
 use crate::engine::NcclStatus;
 use crate::error::catch_runtime;
-use crate::fabric::device::padded_bytes;
 use crate::stream::DeviceStream;
 use crate::DType;
-use crate::{CollectiveError, DeviceBuffer, ReduceOp, Result};
+use crate::{CollectiveError, ReduceOp, Result};
 use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::device::Device as _;
+use cubecl::server::Handle;
 use cubecl::server::ReduceOperation;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
@@ -91,20 +91,19 @@ fn sum_check(devices: &[CudaDevice]) -> std::result::Result<(), String> {
             client: DeviceStream::client::<CudaRuntime>(device),
         })
         .collect();
-    let bufs: Vec<DeviceBuffer<CudaRuntime>> = (ranks.iter())
+    let bufs: Vec<Handle> = (ranks.iter())
         .map(|r| {
             let bytes = DType::F32.encode(&vec![(r.index + 1) as f64; len]);
-            let handle = r.client.create_from_slice(&bytes);
-            DeviceBuffer::from_handle(handle, len, DType::F32, r.device.clone())
+            r.client.create_from_slice(&bytes)
         })
         .collect();
-    all_reduce(&ranks, &bufs, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    all_reduce(&ranks, &bufs, DType::F32, ReduceOp::Sum).map_err(|e| e.to_string())?;
     let n = ranks.len() as f64;
     let want = n * (n + 1.0) / 2.0;
     for (r, buf) in ranks.iter().zip(&bufs) {
         let bytes = r
             .client
-            .read_one(buf.handle.clone())
+            .read_one(buf.clone())
             .map_err(|e| format!("{e:?}"))?;
         let got = DType::F32.decode(&bytes[..len * 4]);
         if let Some(bad) = got.iter().find(|&&v| v != want) {
@@ -117,10 +116,12 @@ fn sum_check(devices: &[CudaDevice]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Each rank's buffer summed (or averaged) in place over the group, on the devices.
+/// Each rank's buffer of `dtype` summed (or averaged) in place over the group, on the
+/// devices; NCCL counts the elements of the bytes each handle spans.
 pub(super) fn all_reduce(
     ranks: &[Rank<CudaRuntime>],
-    bufs: &[DeviceBuffer<CudaRuntime>],
+    bufs: &[Handle],
+    dtype: DType,
     op: ReduceOp,
 ) -> Result<()> {
     let nccl_op = match op {
@@ -133,20 +134,17 @@ pub(super) fn all_reduce(
             })
         }
     };
-    if bufs.first().is_none_or(|b| b.len == 0) {
+    if bufs.first().is_none_or(|b| b.size_in_used() == 0) {
         return Ok(());
     }
     let ids: Vec<_> = ranks.iter().map(|r| r.device.to_id()).collect();
     // Every rank's part is queued while the lock is held, so that each device's NCCL calls
     // come in one order even when several threads sum on the same GPUs.
     let _one_at_a_time = QUEUEING.lock().unwrap_or_else(|e| e.into_inner());
-    for (rank, buf) in ranks.iter().zip(bufs) {
+    let dtype = dtype.elem_type();
+    for (rank, handle) in ranks.iter().zip(bufs) {
         let mut client = rank.client.clone();
-        // NCCL counts the elements of the bytes the handle spans: exactly the buffer's.
-        let used = buf.handle.size_in_used();
-        let padding = used.saturating_sub(padded_bytes(buf.len, buf.dtype) as u64);
-        let handle = buf.handle.clone().offset_end(padding);
-        let dtype = buf.dtype.elem_type();
+        let handle = handle.clone();
         catch_runtime(rank.index, || {
             client.all_reduce(handle.clone(), handle, dtype, ids.clone(), nccl_op())
         })?;

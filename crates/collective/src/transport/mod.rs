@@ -31,9 +31,7 @@ pub use wgpu_staged::{WgpuStagedCopy, WgpuTransfers};
 
 use crate::engine::NcclStatus;
 use crate::error::{catch_runtime, try_runtime};
-use crate::{
-    CollectiveConfig, CollectiveError, DType, DeviceBuffer, ReduceOp, Result, Transfer, Unavailable,
-};
+use crate::{CollectiveConfig, CollectiveError, DType, ReduceOp, Result, Transfer, Unavailable};
 use cubecl::{client::ComputeClient, server::Handle, Runtime};
 use std::sync::Arc;
 
@@ -191,11 +189,13 @@ pub trait CollectiveRuntime: Runtime<Device: PartialEq> {
     fn nccl_status(_devices: &[Self::Device]) -> NcclStatus {
         Err("NCCL runs the sums of CUDA groups only".into())
     }
-    /// NCCL's all-reduce of `bufs` (rank r's on `ranks[r]`) in place, ordered with each
-    /// rank's device stream; only called where [`CollectiveRuntime::nccl_status`] is `Ok`.
+    /// NCCL's all-reduce in place of `bufs` (rank r's on `ranks[r]`, each spanning exactly its
+    /// elements of `dtype`), ordered with each rank's device stream; only called where
+    /// [`CollectiveRuntime::nccl_status`] is `Ok`.
     fn nccl_all_reduce(
         ranks: &[Rank<Self>],
-        _bufs: &[DeviceBuffer<Self>],
+        _bufs: &[Handle],
+        _dtype: DType,
         _op: ReduceOp,
     ) -> Result<()> {
         Err(CollectiveError::EngineUnavailable {
@@ -240,10 +240,11 @@ impl CollectiveRuntime for cubecl::cuda::CudaRuntime {
 
     fn nccl_all_reduce(
         ranks: &[Rank<Self>],
-        bufs: &[DeviceBuffer<Self>],
+        bufs: &[Handle],
+        dtype: DType,
         op: ReduceOp,
     ) -> Result<()> {
-        cuda_nccl::all_reduce(ranks, bufs, op)
+        cuda_nccl::all_reduce(ranks, bufs, dtype, op)
     }
 
     fn check_device(device: &Self::Device) -> std::result::Result<(), Unavailable> {

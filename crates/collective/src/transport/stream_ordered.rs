@@ -462,7 +462,7 @@ impl<R: Runtime, D: StreamDriver<R>> Lane<R, D> {
         // before any raw stream reads them.
         for (rank, flags) in [(from, &src_flags), (to, &dst_flags)] {
             driver.signal(rank, flags, 0, 0)?;
-            FlagWait::new(flags.clone(), 0, 0, rank.index, rank.client.clone()).enqueue()?;
+            driver.wait(rank, flags, 0, 0)?;
             try_runtime(rank.index, || cubecl::future::block_on(rank.client.sync()))?;
         }
         let src_flag = driver.address(from, &src_flags)?;
