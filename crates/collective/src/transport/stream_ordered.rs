@@ -753,9 +753,18 @@ impl<R: Runtime, D: StreamDriver<R>> Drop for Lane<R, D> {
                 return;
             }
         }
+        let d = &*self.driver;
+        // A settle's mark (`Lane::settle`) follows the last copy on the source's raw stream:
+        // let it land before the flags go back to CubeCL's pool.
+        if let (Some(stream), Some(_)) = (self.src_stream, self.ready) {
+            if let Err(code) = d.synchronize_stream(&self.src, stream) {
+                tracing::error!(target: "firemesh::transport", "ranks {} -> {}: the source stream did not finish ({code}); its flags are leaked", self.from, self.to);
+                std::mem::forget(self.src_flags.clone());
+                return;
+            }
+        }
         // Each object on the device it was made on, skipping those a lane that failed half way
         // through `new` never made. Nothing is queued on the streams any more.
-        let d = &*self.driver;
         if let Some(ready) = self.ready {
             d.destroy_event(&self.src, ready);
         }
